@@ -1,0 +1,85 @@
+// Package store is the persistence boundary of the API server. The Store
+// interface is all the server knows; SQLite (the embedded default) and
+// PostgreSQL sit behind it.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/qodaperio/autoscale/internal/pool"
+)
+
+var (
+	// ErrNotFound is returned when the named row does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict is returned when a row already exists or changed under a
+	// conditional update.
+	ErrConflict = errors.New("conflict")
+)
+
+// Key is a stored API key. Only the hash of its secret is kept.
+type Key struct {
+	ID         string
+	Name       string
+	Hash       string
+	Org        string // "" is the operator scope
+	Kind       string // "admin" or "client"
+	ExpiresAt  *time.Time
+	AllowedIPs []string
+	CreatedAt  time.Time
+	RevokedAt  *time.Time
+}
+
+// AuditRow is one audit log entry.
+type AuditRow struct {
+	ID     int64
+	At     time.Time
+	Actor  string
+	Action string
+	Tenant string
+	Target string
+	Detail map[string]any
+}
+
+// Store is what the server needs from a database.
+type Store interface {
+	CountKeys(ctx context.Context) (int, error)
+	CreateKey(ctx context.Context, k *Key) error
+	KeyByHash(ctx context.Context, hash string) (*Key, error)
+	ListKeys(ctx context.Context) ([]Key, error)
+	RevokeKey(ctx context.Context, id string, at time.Time) error
+
+	GetPool(ctx context.Context, k pool.Key) (*pool.Pool, error)
+	// ListPools lists every pool, or one tenant's when tenant is not empty,
+	// ordered by id.
+	ListPools(ctx context.Context, tenant string) ([]pool.Pool, error)
+	// TenantQuota returns the tenant's node quota (0: none) and the nodes its
+	// pools run.
+	TenantQuota(ctx context.Context, tenant string) (quota, nodes int, err error)
+	ListAudit(ctx context.Context, tenant string, limit int) ([]AuditRow, error)
+
+	// Mutate runs fn in one transaction: reads see a consistent state and
+	// writes, the quota check and the audit row land together or not at
+	// all. This is the mutation gate every pool change goes through.
+	Mutate(ctx context.Context, fn func(tx Tx) error) error
+
+	Close() error
+}
+
+// Tx is the view of the store inside Mutate.
+type Tx interface {
+	GetPool(k pool.Key) (*pool.Pool, error)
+	// TenantNodes counts the nodes that the tenant's pools other than except run.
+	TenantNodes(tenant string, except pool.Key) (int, error)
+	TenantQuota(tenant string) (int, error)
+	SetTenantQuota(tenant string, quota int) error
+	// InsertPool stores a new pool at version 1; ErrConflict if it exists.
+	InsertPool(p *pool.Pool, now time.Time) error
+	// UpdatePool writes p if its stored version is still p.Version, then
+	// bumps p.Version; ErrConflict otherwise.
+	UpdatePool(p *pool.Pool, now time.Time) error
+	DeletePool(k pool.Key) error
+	Audit(a AuditRow) error
+}
