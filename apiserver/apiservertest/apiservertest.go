@@ -1,0 +1,74 @@
+// Package apiservertest starts a real API server in-process on a loopback
+// listener over a temporary SQLite file, for tests of the server, the client
+// and the providers.
+package apiservertest
+
+import (
+	"context"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/qodaperio/autoscale/apiserver"
+	"github.com/qodaperio/autoscale/internal/client"
+	"github.com/qodaperio/autoscale/internal/config"
+	"github.com/qodaperio/autoscale/internal/store/sqlite"
+)
+
+// OperatorKey is the operator key every test server is created with.
+const OperatorKey = "test-operator-key-0123456789"
+
+// Instance is a running test server.
+type Instance struct {
+	URL    string
+	Store  *sqlite.Store
+	Client *client.Client // authenticated with OperatorKey
+	http   *httptest.Server
+	dir    string
+}
+
+// Options tune a test server.
+type Options struct {
+	Autoscale *config.Autoscale // default: config.DefaultAutoscale()
+	Now       func() time.Time
+}
+
+// Start starts a server. Close it when done.
+func Start(o Options) (*Instance, error) {
+	dir, err := os.MkdirTemp("", "apiservertest")
+	if err != nil {
+		return nil, err
+	}
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(dir, "test.db"))
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	if _, err := apiserver.EnsureOperatorKey(ctx, st, OperatorKey, time.Now()); err != nil {
+		st.Close()
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	settings := config.DefaultAutoscale()
+	if o.Autoscale != nil {
+		settings = *o.Autoscale
+	}
+	srv := httptest.NewServer(apiserver.NewServer(apiserver.Deps{Store: st, Autoscale: settings, Now: o.Now}))
+	c, err := client.New(client.Options{Endpoint: srv.URL, APIKey: OperatorKey, RetryMax: 1})
+	if err != nil {
+		srv.Close()
+		st.Close()
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return &Instance{URL: srv.URL, Store: st, Client: c, http: srv, dir: dir}, nil
+}
+
+// Close stops the server and removes its files.
+func (i *Instance) Close() {
+	i.http.Close()
+	i.Store.Close()
+	os.RemoveAll(i.dir)
+}
