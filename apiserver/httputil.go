@@ -141,7 +141,7 @@ func describeDecodeError(err error, dst any) error {
 		if typ.Field == "" {
 			return invalidRequest("the request body must be a JSON object with the fields %s, got %s", fieldList(dst), typ.Value)
 		}
-		return invalidRequest("field %q must be %s, got %s", typ.Field, describeType(typ.Type), typ.Value)
+		return invalidRequest("field %q must be %s, got %s", jsonPath(typ.Field), describeType(typ.Type), typ.Value)
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return invalidRequest("malformed JSON: the body ends in the middle of a value")
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
@@ -150,6 +150,19 @@ func describeDecodeError(err error, dst any) error {
 	default:
 		return invalidRequest("malformed JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
 	}
+}
+
+// jsonPath drops the names of embedded Go structs (which start with a capital
+// letter; every JSON field here starts lower case) from a field path.
+func jsonPath(field string) string {
+	parts := strings.Split(field, ".")
+	out := parts[:0]
+	for _, p := range parts {
+		if p != "" && !(p[0] >= 'A' && p[0] <= 'Z') {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, ".")
 }
 
 func describeType(t reflect.Type) string {

@@ -19,7 +19,9 @@ func (s *Server) routes() http.Handler {
 	r.Handle("/healthz", http.HandlerFunc(s.healthz)).Methods(http.MethodGet)
 	r.Handle("/readyz", http.HandlerFunc(s.readyz)).Methods(http.MethodGet)
 
-	api := r.PathPrefix("/api").Subrouter()
+	// Full paths on one router (no subrouter), so a known path with the
+	// wrong method gets the method answer rather than "no route".
+	api := route{r}
 	// QoD pools.
 	api.Handle("/pool/create", s.handle(adminKey, s.createPool)).Methods(http.MethodPost)
 	api.Handle("/pool/setAutoscale", s.handle(adminKey, s.setAutoscale)).Methods(http.MethodPost)
@@ -39,3 +41,8 @@ func (s *Server) routes() http.Handler {
 	api.Handle("/audit", s.handle(anyKey, s.listAudit)).Methods(http.MethodGet)
 	return r
 }
+
+// route prefixes /api onto every path it registers.
+type route struct{ r *mux.Router }
+
+func (a route) Handle(path string, h http.Handler) *mux.Route { return a.r.Handle("/api"+path, h) }
