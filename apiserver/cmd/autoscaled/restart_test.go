@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/qodaperio/autoscale/internal/api"
+	"github.com/qodaperio/autoscale/internal/client"
+)
+
+const restartKey = "restart-test-operator-key"
+
+// buildServer compiles this command once for the test.
+func buildServer(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "autoscaled")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+var listenRE = regexp.MustCompile(`autoscaled listening"? addr=(\S+)`)
+
+// startServer runs the binary on a free port over db and waits until it
+// says where it listens.
+func startServer(t *testing.T, bin, db string) (*exec.Cmd, *client.Client) {
+	t.Helper()
+	cmd := exec.Command(bin, "--listen", "127.0.0.1:0", "--database-url", db)
+	cmd.Env = append(os.Environ(), "QOD_API_KEY="+restartKey)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if m := listenRE.FindStringSubmatch(sc.Text()); m != nil {
+				addr <- m[1]
+				break
+			}
+		}
+		io.Copy(io.Discard, stderr)
+	}()
+	select {
+	case a := <-addr:
+		c, err := client.New(client.Options{Endpoint: "http://" + a, APIKey: restartKey, RetryMax: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cmd, c
+	case <-time.After(30 * time.Second):
+		t.Fatal("server did not start within 30s")
+	}
+	return nil, nil
+}
+
+// TestBandSurvivesSIGKILL kills the server the moment setAutoscale has
+// answered 200, restarts it on the same file and finds the band there: an
+// answered write is durable (WAL with synchronous=FULL).
+func TestBandSurvivesSIGKILL(t *testing.T) {
+	bin := buildServer(t)
+	db := filepath.Join(t.TempDir(), "restart.db")
+	ctx := context.Background()
+	ref := api.PoolRef{Tenant: "acme", TenantDB: "acme_sales", Pool: "bi"}
+
+	cmd, c := startServer(t, bin, db)
+	if _, err := c.CreatePool(ctx, api.CreatePoolRequest{PoolRef: ref, Size: ptr(2), RoleDistribution: &api.Roles{Writeonly: 1, Readonly: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 2; i <= 6; i++ {
+		if _, err := c.SetAutoscale(ctx, api.SetAutoscaleRequest{PoolRef: ref, MinNodes: ptr(2), MaxNodes: ptr(10 + i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cmd.Process.Signal(os.Kill); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+
+	_, c = startServer(t, bin, db)
+	p, err := c.GetPool(ctx, "acme", "acme_sales", "bi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Elastic || *p.MinNodes != 2 || *p.MaxNodes != 16 || p.Version != 6 {
+		t.Fatalf("after SIGKILL and restart: %s, want band [2, 16] at version 6", fmt.Sprintf("elastic=%v version=%d", p.Elastic, p.Version))
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
