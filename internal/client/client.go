@@ -37,7 +37,9 @@ func (e *APIError) Error() string {
 }
 
 // Is makes errors.Is(err, ErrNotFound) true for a 404.
-func (e *APIError) Is(target error) bool { return target == ErrNotFound && e.Status == http.StatusNotFound }
+func (e *APIError) Is(target error) bool {
+	return target == ErrNotFound && e.Status == http.StatusNotFound
+}
 
 // Options configure a Client.
 type Options struct {
