@@ -43,6 +43,20 @@ func pick(name string) (string, error) {
 	return "", fmt.Errorf("cannot tell which provider to serve from the name %q: name the binary terraform-provider-qod or terraform-provider-aperio, or build with -ldflags \"-X main.providerName=qod\"", filepath.Base(os.Args[0]))
 }
 
+// quietSDKLogsUnlessAsked turns the plugin SDK's own trace logs off when no
+// TF_LOG* variable asks for logs. Terraform discards them in that case
+// anyway, but producing them was a third of the provider's CPU time.
+func quietSDKLogsUnlessAsked() {
+	for _, v := range []string{"TF_LOG", "TF_LOG_PROVIDER", "TF_LOG_SDK", "TF_LOG_SDK_PROTO", "TF_LOG_SDK_FRAMEWORK"} {
+		if os.Getenv(v) != "" {
+			return
+		}
+	}
+	os.Setenv("TF_LOG_SDK", "OFF")
+	os.Setenv("TF_LOG_SDK_PROTO", "OFF")
+	os.Setenv("TF_LOG_SDK_FRAMEWORK", "OFF")
+}
+
 func main() {
 	debug := flag.Bool("debug", false, "run with support for debuggers like delve")
 	flag.Parse()
@@ -51,6 +65,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
+	quietSDKLogsUnlessAsked()
 	factory := provider.NewQod(version)
 	if name == "aperio" {
 		fmt.Fprintln(os.Stderr, "the aperio provider is not part of this build yet")

@@ -87,6 +87,11 @@ func New(o Options) (*Client, error) {
 		rc.HTTPClient = o.HTTPClient
 	} else {
 		rc.HTTPClient.Timeout = 30 * time.Second
+		// Terraform runs 10 operations at once by default; keep that many
+		// connections alive instead of opening a new one per call.
+		if t, ok := rc.HTTPClient.Transport.(*http.Transport); ok {
+			t.MaxIdleConnsPerHost = 32
+		}
 	}
 	ua := o.UserAgent
 	if ua == "" {

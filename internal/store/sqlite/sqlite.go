@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -22,8 +23,91 @@ import (
 
 // Store is the SQLite implementation of store.Store.
 type Store struct {
-	db *sql.DB
+	db *sql.DB // the one writer connection; also used inside Mutate
+	ro *sql.DB // read-only connections: WAL lets readers run beside the writer
+
+	// Prepared statements by query text, one map per *sql.DB. Parsing SQL
+	// was a fifth of a request's CPU before statements were kept.
+	rwStmts, roStmts sync.Map
+	// Writer queries first seen inside a transaction, prepared after it.
+	warm sync.Map
 }
+
+// prepared runs queries on db (or inside tx) through kept prepared
+// statements. It satisfies querier, so the query helpers take either.
+type prepared struct {
+	s  *Store
+	db *sql.DB
+	tx *sql.Tx
+}
+
+func (p prepared) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	cache := &p.s.roStmts
+	if p.db == p.s.db {
+		cache = &p.s.rwStmts
+	}
+	var st *sql.Stmt
+	if v, ok := cache.Load(query); ok {
+		st = v.(*sql.Stmt)
+	} else if p.tx != nil {
+		// The writer's only connection is this transaction's: preparing
+		// on the DB would wait for it forever. Prepare in the transaction
+		// now and keep a statement once the connection is free again.
+		p.s.warm.Store(query, struct{}{})
+		return p.tx.PrepareContext(ctx, query)
+	} else {
+		fresh, err := p.db.PrepareContext(ctx, query)
+		if err != nil {
+			return nil, err
+		}
+		if v, loaded := cache.LoadOrStore(query, fresh); loaded {
+			fresh.Close()
+			st = v.(*sql.Stmt)
+		} else {
+			st = fresh
+		}
+	}
+	if p.tx != nil {
+		st = p.tx.StmtContext(ctx, st) // closed with the transaction
+	}
+	return st, nil
+}
+
+// fallback is where a query goes when it cannot be prepared: running it
+// unprepared reports the same error through the usual return values.
+func (p prepared) fallback() querier {
+	if p.tx != nil {
+		return p.tx
+	}
+	return p.db
+}
+
+func (p prepared) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	st, err := p.stmt(ctx, query)
+	if err != nil {
+		return p.fallback().QueryRowContext(ctx, query, args...)
+	}
+	return st.QueryRowContext(ctx, args...)
+}
+
+func (p prepared) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	st, err := p.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(ctx, args...)
+}
+
+func (p prepared) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	st, err := p.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(ctx, args...)
+}
+
+func (s *Store) reader() querier { return prepared{s: s, db: s.ro} }
+func (s *Store) writer() querier { return prepared{s: s, db: s.db} }
 
 var _ store.Store = (*Store)(nil)
 
@@ -33,29 +117,48 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("sqlite: empty database path")
 	}
-	q := url.Values{}
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous(FULL)")
-	q.Add("_pragma", "busy_timeout(10000)")
-	q.Add("_pragma", "foreign_keys(1)")
-	q.Set("_txlock", "immediate")
-	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	dsn := func(readOnly bool) string {
+		q := url.Values{}
+		q.Add("_pragma", "journal_mode(WAL)")
+		q.Add("_pragma", "synchronous(FULL)")
+		q.Add("_pragma", "busy_timeout(10000)")
+		q.Add("_pragma", "foreign_keys(1)")
+		if readOnly {
+			q.Add("_pragma", "query_only(1)")
+		} else {
+			q.Set("_txlock", "immediate")
+		}
+		return "file:" + path + "?" + q.Encode()
+	}
+	db, err := sql.Open("sqlite", dsn(false))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	// One connection: SQLite has one writer anyway, and a single connection
-	// makes every transaction strictly serial with no SQLITE_BUSY to handle.
+	// One writer connection: SQLite has one writer anyway, and a single
+	// connection makes every write transaction strictly serial with no
+	// SQLITE_BUSY to handle.
 	db.SetMaxOpenConns(1)
 	s := &Store{db: db}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err
 	}
+	if s.ro, err = sql.Open("sqlite", dsn(true)); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlite: open %s read-only: %w", path, err)
+	}
+	s.ro.SetMaxOpenConns(4)
+	s.ro.SetMaxIdleConns(4)
 	return s, nil
 }
 
 // Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	for _, m := range []*sync.Map{&s.roStmts, &s.rwStmts} {
+		m.Range(func(_, v any) bool { v.(*sql.Stmt).Close(); return true })
+	}
+	return errors.Join(s.ro.Close(), s.db.Close())
+}
 
 // migrations are applied in order, each once, recorded in schema_migrations.
 // Append only: never edit one that has shipped.
@@ -166,7 +269,7 @@ func ptrMs(v sql.NullInt64) *time.Time {
 
 func (s *Store) CountKeys(ctx context.Context) (int, error) {
 	var n int
-	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM api_keys`).Scan(&n)
+	err := s.reader().QueryRowContext(ctx, `SELECT COUNT(*) FROM api_keys`).Scan(&n)
 	return n, err
 }
 
@@ -198,7 +301,7 @@ func scanKey(sc interface{ Scan(...any) error }) (*store.Key, error) {
 }
 
 func (s *Store) KeyByHash(ctx context.Context, hash string) (*store.Key, error) {
-	k, err := scanKey(s.db.QueryRowContext(ctx, `SELECT `+keyCols+` FROM api_keys WHERE key_hash = ?`, hash))
+	k, err := scanKey(s.reader().QueryRowContext(ctx, `SELECT `+keyCols+` FROM api_keys WHERE key_hash = ?`, hash))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.ErrNotFound
 	}
@@ -206,7 +309,7 @@ func (s *Store) KeyByHash(ctx context.Context, hash string) (*store.Key, error) 
 }
 
 func (s *Store) ListKeys(ctx context.Context) ([]store.Key, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+keyCols+` FROM api_keys WHERE revoked_at IS NULL ORDER BY created_at, id`)
+	rows, err := s.reader().QueryContext(ctx, `SELECT `+keyCols+` FROM api_keys WHERE revoked_at IS NULL ORDER BY created_at, id`)
 	if err != nil {
 		return nil, err
 	}
@@ -272,7 +375,7 @@ func getPool(ctx context.Context, q querier, k pool.Key) (*pool.Pool, error) {
 }
 
 func (s *Store) GetPool(ctx context.Context, k pool.Key) (*pool.Pool, error) {
-	return getPool(ctx, s.db, k)
+	return getPool(ctx, s.reader(), k)
 }
 
 func (s *Store) ListPools(ctx context.Context, tenant string) ([]pool.Pool, error) {
@@ -283,7 +386,7 @@ func (s *Store) ListPools(ctx context.Context, tenant string) ([]pool.Pool, erro
 		args = append(args, tenant)
 	}
 	query += ` ORDER BY tenant, tenant_db, pool`
-	rows, err := s.db.QueryContext(ctx, query, args...)
+	rows, err := s.reader().QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -316,11 +419,11 @@ func tenantNodes(ctx context.Context, q querier, tenant string, except pool.Key)
 }
 
 func (s *Store) TenantQuota(ctx context.Context, tenant string) (int, int, error) {
-	quota, err := tenantQuota(ctx, s.db, tenant)
+	quota, err := tenantQuota(ctx, s.reader(), tenant)
 	if err != nil {
 		return 0, 0, err
 	}
-	nodes, err := tenantNodes(ctx, s.db, tenant, pool.Key{})
+	nodes, err := tenantNodes(ctx, s.reader(), tenant, pool.Key{})
 	return quota, nodes, err
 }
 
@@ -333,7 +436,7 @@ func (s *Store) ListAudit(ctx context.Context, tenant string, limit int) ([]stor
 	}
 	query += ` ORDER BY id DESC LIMIT ?`
 	args = append(args, limit)
-	rows, err := s.db.QueryContext(ctx, query, args...)
+	rows, err := s.reader().QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -362,28 +465,36 @@ func (s *Store) Mutate(ctx context.Context, fn func(store.Tx) error) error {
 	if err != nil {
 		return err
 	}
-	if err := fn(&tx{ctx: ctx, tx: sqlTx}); err != nil {
+	err = fn(&tx{ctx: ctx, tx: sqlTx, q: prepared{s: s, db: s.db, tx: sqlTx}})
+	if err != nil {
 		sqlTx.Rollback()
-		return err
+	} else {
+		err = sqlTx.Commit()
 	}
-	return sqlTx.Commit()
+	s.warm.Range(func(q, _ any) bool {
+		s.warm.Delete(q)
+		_, _ = prepared{s: s, db: s.db}.stmt(ctx, q.(string))
+		return true
+	})
+	return err
 }
 
 type tx struct {
 	ctx context.Context
 	tx  *sql.Tx
+	q   querier // tx through prepared statements
 }
 
-func (t *tx) GetPool(k pool.Key) (*pool.Pool, error) { return getPool(t.ctx, t.tx, k) }
+func (t *tx) GetPool(k pool.Key) (*pool.Pool, error) { return getPool(t.ctx, t.q, k) }
 
 func (t *tx) TenantNodes(tenant string, except pool.Key) (int, error) {
-	return tenantNodes(t.ctx, t.tx, tenant, except)
+	return tenantNodes(t.ctx, t.q, tenant, except)
 }
 
-func (t *tx) TenantQuota(tenant string) (int, error) { return tenantQuota(t.ctx, t.tx, tenant) }
+func (t *tx) TenantQuota(tenant string) (int, error) { return tenantQuota(t.ctx, t.q, tenant) }
 
 func (t *tx) SetTenantQuota(tenant string, quota int) error {
-	_, err := t.tx.ExecContext(t.ctx, `INSERT INTO tenants (name, node_quota) VALUES (?, ?)
+	_, err := t.q.ExecContext(t.ctx, `INSERT INTO tenants (name, node_quota) VALUES (?, ?)
 		ON CONFLICT (name) DO UPDATE SET node_quota = excluded.node_quota`, tenant, quota)
 	return err
 }
@@ -405,7 +516,7 @@ func nonNil[T any](s []T) []T {
 func (t *tx) InsertPool(p *pool.Pool, now time.Time) error {
 	cohorts, _ := json.Marshal(nonNil(p.Cohorts))
 	minN, maxN := bandArgs(p.Band)
-	_, err := t.tx.ExecContext(t.ctx, `INSERT INTO pools (`+poolCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)`,
+	_, err := t.q.ExecContext(t.ctx, `INSERT INTO pools (`+poolCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)`,
 		p.Tenant, p.TenantDB, p.Pool, p.Roles.Writeonly, p.Roles.Readonly, p.Roles.Dual, p.Suspended,
 		p.MaxConcurrentPerNode, minN, maxN, string(cohorts), ms(now), ms(now))
 	if err != nil {
@@ -421,7 +532,7 @@ func (t *tx) InsertPool(p *pool.Pool, now time.Time) error {
 func (t *tx) UpdatePool(p *pool.Pool, now time.Time) error {
 	cohorts, _ := json.Marshal(nonNil(p.Cohorts))
 	minN, maxN := bandArgs(p.Band)
-	res, err := t.tx.ExecContext(t.ctx, `UPDATE pools SET writeonly = ?, readonly = ?, dual = ?, suspended = ?,
+	res, err := t.q.ExecContext(t.ctx, `UPDATE pools SET writeonly = ?, readonly = ?, dual = ?, suspended = ?,
 		max_concurrent_per_node = ?, min_nodes = ?, max_nodes = ?, cohorts = ?, version = version + 1, updated_at = ?
 		WHERE tenant = ? AND tenant_db = ? AND pool = ? AND version = ?`,
 		p.Roles.Writeonly, p.Roles.Readonly, p.Roles.Dual, p.Suspended, p.MaxConcurrentPerNode, minN, maxN,
@@ -438,7 +549,7 @@ func (t *tx) UpdatePool(p *pool.Pool, now time.Time) error {
 }
 
 func (t *tx) DeletePool(k pool.Key) error {
-	res, err := t.tx.ExecContext(t.ctx, `DELETE FROM pools WHERE tenant = ? AND tenant_db = ? AND pool = ?`, k.Tenant, k.TenantDB, k.Pool)
+	res, err := t.q.ExecContext(t.ctx, `DELETE FROM pools WHERE tenant = ? AND tenant_db = ? AND pool = ?`, k.Tenant, k.TenantDB, k.Pool)
 	if err != nil {
 		return err
 	}
@@ -456,7 +567,7 @@ func (t *tx) Audit(a store.AuditRow) error {
 	if a.Detail == nil {
 		detail = []byte("{}")
 	}
-	_, err = t.tx.ExecContext(t.ctx, `INSERT INTO audit (at, actor, action, tenant, target, detail) VALUES (?, ?, ?, ?, ?, ?)`,
+	_, err = t.q.ExecContext(t.ctx, `INSERT INTO audit (at, actor, action, tenant, target, detail) VALUES (?, ?, ?, ?, ?, ?)`,
 		ms(a.At), a.Actor, a.Action, a.Tenant, a.Target, string(detail))
 	return err
 }
