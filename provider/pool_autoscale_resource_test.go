@@ -4,8 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"testing"
+
+	fwresource "github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
@@ -17,7 +24,6 @@ import (
 	"github.com/qodaperio/autoscale/internal/api"
 	"github.com/qodaperio/autoscale/internal/band"
 	"github.com/qodaperio/autoscale/internal/client"
-	"github.com/qodaperio/autoscale/internal/pool"
 )
 
 func bandConfig(name string, minNodes, maxNodes int) string {
@@ -249,9 +255,47 @@ func TestAccPoolAutoscale_importErrors(t *testing.T) {
 	})
 }
 
-func TestParseImportIDMatchesResourceID(t *testing.T) {
-	k, err := pool.ParseID("acme/acme_sales/bi")
-	if err != nil || k.String() != "acme/acme_sales/bi" {
-		t.Fatalf("ParseID round trip: %v %v", k, err)
+// stateFor builds resource state for a band on the named pool.
+func stateFor(t *testing.T, r *poolAutoscaleResource, name string) tfsdk.State {
+	t.Helper()
+	ctx := context.Background()
+	var sr fwresource.SchemaResponse
+	r.Schema(ctx, fwresource.SchemaRequest{}, &sr)
+	st := tfsdk.State{Schema: sr.Schema, Raw: tftypes.NewValue(sr.Schema.Type().TerraformType(ctx), nil)}
+	diags := st.Set(ctx, &poolAutoscaleModel{
+		ID: types.StringValue("acme/acme_sales/" + name), Tenant: types.StringValue("acme"), TenantDB: types.StringValue("acme_sales"),
+		Pool: types.StringValue(name), MinNodes: types.Int64Value(1), MaxNodes: types.Int64Value(2), Size: types.Int64Value(2),
+	})
+	if diags.HasError() {
+		t.Fatal(diags)
+	}
+	return st
+}
+
+// TestDeleteIgnoresNotFound: destroying the band of a pool that is already
+// gone succeeds; any other failure is still reported.
+func TestDeleteIgnoresNotFound(t *testing.T) {
+	r := &poolAutoscaleResource{data: &qodData{client: testServer.Client}}
+	st := stateFor(t, r, "never-existed")
+	resp := fwresource.DeleteResponse{State: st}
+	r.Delete(context.Background(), fwresource.DeleteRequest{State: st}, &resp)
+	if resp.Diagnostics.HasError() {
+		t.Fatalf("delete of a gone pool: %v", resp.Diagnostics)
+	}
+
+	broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusForbidden)
+		w.Write([]byte(`{"code":"forbidden","message":"key is scoped to org \"globex\""}`))
+	}))
+	defer broken.Close()
+	c, err := client.New(client.Options{Endpoint: broken.URL, APIKey: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = &poolAutoscaleResource{data: &qodData{client: c}}
+	resp = fwresource.DeleteResponse{State: st}
+	r.Delete(context.Background(), fwresource.DeleteRequest{State: st}, &resp)
+	if !resp.Diagnostics.HasError() {
+		t.Fatal("a refused delete was reported as success")
 	}
 }
