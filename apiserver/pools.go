@@ -392,7 +392,8 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if _, err := s.store.CountKeys(r.Context()); err != nil {
 		s.log.Warn("readiness check failed", "err", err)
-		writeError(w, api.Errorf(api.CodeInternal, "store not reachable"))
+		// 503, the status a load balancer takes as "send elsewhere".
+		_ = writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "reason": "store not reachable"})
 		return
 	}
 	_ = writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

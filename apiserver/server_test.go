@@ -281,3 +281,19 @@ func TestAuditTrail(t *testing.T) {
 		t.Fatalf("newest entry: %+v", e)
 	}
 }
+
+func TestHealth(t *testing.T) {
+	h := newHarness(t, apiservertest.Options{})
+	h.mustCall("GET", "/healthz", "", "", 200)
+	h.mustCall("GET", "/readyz", "", "", 200)
+	h.srv.Store.Close()
+	resp, err := http.Get(h.srv.URL + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 503 {
+		t.Fatalf("readyz with the store closed: %d", resp.StatusCode)
+	}
+	h.mustCall("GET", "/healthz", "", "", 200)
+}
