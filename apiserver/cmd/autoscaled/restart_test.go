@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,16 +19,25 @@ import (
 
 const restartKey = "restart-test-operator-key"
 
-// buildServer compiles this command once for the test.
-func buildServer(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "autoscaled")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+var serverBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "autoscaled-test")
 	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+		panic(err)
 	}
-	return bin
+	serverBin = filepath.Join(dir, "autoscaled")
+	if out, err := exec.Command("go", "build", "-o", serverBin, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
+
+// buildServer returns the server binary built once for these tests.
+func buildServer(*testing.T) string { return serverBin }
 
 var listenRE = regexp.MustCompile(`autoscaled listening"? addr=(\S+)`)
 
@@ -103,3 +113,36 @@ func TestBandSurvivesSIGKILL(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestGracefulShutdown: SIGTERM drains and exits 0, and the data written
+// before it is there on the next start.
+func TestGracefulShutdown(t *testing.T) {
+	bin := buildServer(t)
+	db := filepath.Join(t.TempDir(), "graceful.db")
+	cmd, c := startServer(t, bin, db)
+	ref := api.PoolRef{Tenant: "acme", TenantDB: "db", Pool: "p"}
+	if _, err := c.CreatePool(context.Background(), api.CreatePoolRequest{PoolRef: ref, Size: ptr(1)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit after SIGTERM: %v", err)
+	}
+	_, c = startServer(t, bin, db)
+	if _, err := c.GetPool(context.Background(), "acme", "db", "p"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBadSettingStopsStartup(t *testing.T) {
+	bin := buildServer(t)
+	cmd := exec.Command(bin, "--listen", "127.0.0.1:0", "--database-url", filepath.Join(t.TempDir(), "x.db"))
+	cmd.Env = append(os.Environ(), "QOD_AUTOSCALE_HARD_CAP=lots")
+	out, err := cmd.CombinedOutput()
+	want := `quack-on-demand.autoscale.hardCap (QOD_AUTOSCALE_HARD_CAP) is "lots"; accepted: a whole number from 1 to 1024`
+	if err == nil || !regexp.MustCompile(regexp.QuoteMeta(want)).Match(out) {
+		t.Fatalf("got %v: %s", err, out)
+	}
+}
