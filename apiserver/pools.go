@@ -46,6 +46,16 @@ func checkRef(r *http.Request, k pool.Key) error {
 	return mayManageTenant(caller(r), k.Tenant)
 }
 
+// decodePoolRequest decodes a body into dst, whose pool names ref points at,
+// and checks those names and the caller's right to the tenant.
+func decodePoolRequest(w http.ResponseWriter, r *http.Request, dst any, ref *api.PoolRef) (pool.Key, error) {
+	if err := decodeJSON(w, r, dst); err != nil {
+		return pool.Key{}, err
+	}
+	k := keyOf(*ref)
+	return k, checkRef(r, k)
+}
+
 func poolNotFound(k pool.Key) error {
 	return notFound("pool %s not found", k)
 }
@@ -104,11 +114,8 @@ func (s *Server) checkQuota(tx store.Tx, p *pool.Pool) error {
 
 func (s *Server) createPool(w http.ResponseWriter, r *http.Request) error {
 	var req api.CreatePoolRequest
-	if err := decodeJSON(w, r, &req); err != nil {
-		return err
-	}
-	k := keyOf(req.PoolRef)
-	if err := checkRef(r, k); err != nil {
+	k, err := decodePoolRequest(w, r, &req, &req.PoolRef)
+	if err != nil {
 		return err
 	}
 	spec := pool.Spec{Key: k, Size: req.Size, MaxConcurrentPerNode: req.MaxConcurrentPerNode,
@@ -149,11 +156,8 @@ func (s *Server) createPool(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) setAutoscale(w http.ResponseWriter, r *http.Request) error {
 	var req api.SetAutoscaleRequest
-	if err := decodeJSON(w, r, &req); err != nil {
-		return err
-	}
-	k := keyOf(req.PoolRef)
-	if err := checkRef(r, k); err != nil {
+	k, err := decodePoolRequest(w, r, &req, &req.PoolRef)
+	if err != nil {
 		return err
 	}
 	b, banded, err := band.Pair(req.MinNodes, req.MaxNodes)
@@ -174,11 +178,8 @@ func (s *Server) setAutoscale(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) scalePool(w http.ResponseWriter, r *http.Request) error {
 	var req api.ScaleRequest
-	if err := decodeJSON(w, r, &req); err != nil {
-		return err
-	}
-	k := keyOf(req.PoolRef)
-	if err := checkRef(r, k); err != nil {
+	k, err := decodePoolRequest(w, r, &req, &req.PoolRef)
+	if err != nil {
 		return err
 	}
 	if req.TargetSize == nil {
@@ -208,11 +209,8 @@ func (s *Server) resumePool(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) simpleMutation(w http.ResponseWriter, r *http.Request, action string, change func(*pool.Pool) error) error {
 	var req api.PoolRef
-	if err := decodeJSON(w, r, &req); err != nil {
-		return err
-	}
-	k := keyOf(req)
-	if err := checkRef(r, k); err != nil {
+	k, err := decodePoolRequest(w, r, &req, &req)
+	if err != nil {
 		return err
 	}
 	p, err := s.mutatePool(r, k, action, func(p *pool.Pool) (map[string]any, error) { return nil, change(p) })
@@ -224,14 +222,11 @@ func (s *Server) simpleMutation(w http.ResponseWriter, r *http.Request, action s
 
 func (s *Server) deletePool(w http.ResponseWriter, r *http.Request) error {
 	var req api.PoolRef
-	if err := decodeJSON(w, r, &req); err != nil {
+	k, err := decodePoolRequest(w, r, &req, &req)
+	if err != nil {
 		return err
 	}
-	k := keyOf(req)
-	if err := checkRef(r, k); err != nil {
-		return err
-	}
-	err := s.store.Mutate(r.Context(), func(tx store.Tx) error {
+	err = s.store.Mutate(r.Context(), func(tx store.Tx) error {
 		if err := tx.DeletePool(k); err != nil {
 			if errors.Is(err, store.ErrNotFound) {
 				return poolNotFound(k)
@@ -265,22 +260,31 @@ func (s *Server) getPool(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, poolView(p))
 }
 
+// visibleTenant is the tenant a listing covers: the one asked for, checked
+// against the caller's scope, or an org key's own tenant when none is asked
+// for ("" means every tenant, for the operator).
+func visibleTenant(r *http.Request, asked string) (string, error) {
+	c := caller(r)
+	if asked == "" {
+		if c.operator() {
+			return "", nil
+		}
+		return c.Org, nil
+	}
+	if err := pool.ValidateName("tenant", asked); err != nil {
+		return "", err
+	}
+	return asked, mayManageTenant(c, asked)
+}
+
 func (s *Server) listPools(w http.ResponseWriter, r *http.Request) error {
 	q, err := queryParams(r.URL.Query(), "tenant")
 	if err != nil {
 		return err
 	}
-	tenant, c := q["tenant"], caller(r)
-	if tenant == "" && !c.operator() {
-		tenant = c.Org
-	}
-	if tenant != "" {
-		if err := pool.ValidateName("tenant", tenant); err != nil {
-			return err
-		}
-		if err := mayManageTenant(c, tenant); err != nil {
-			return err
-		}
+	tenant, err := visibleTenant(r, q["tenant"])
+	if err != nil {
+		return err
 	}
 	pools, err := s.store.ListPools(r.Context(), tenant)
 	if err != nil {
@@ -354,17 +358,9 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	tenant, c := q["tenant"], caller(r)
-	if tenant == "" && !c.operator() {
-		tenant = c.Org
-	}
-	if tenant != "" {
-		if err := pool.ValidateName("tenant", tenant); err != nil {
-			return err
-		}
-		if err := mayManageTenant(c, tenant); err != nil {
-			return err
-		}
+	tenant, err := visibleTenant(r, q["tenant"])
+	if err != nil {
+		return err
 	}
 	limit := 100
 	if v, ok := q["limit"]; ok {

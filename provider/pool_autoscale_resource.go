@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/qodaperio/autoscale/internal/api"
@@ -183,28 +185,30 @@ func (r *poolAutoscaleResource) ModifyPlan(ctx context.Context, req resource.Mod
 	}
 }
 
-func (r *poolAutoscaleResource) setBand(ctx context.Context, m *poolAutoscaleModel) (*api.Pool, error) {
+// setBand declares the planned band on the server and records the answer
+// in state; Create and Update differ only in the words of their error.
+func (r *poolAutoscaleResource) setBand(ctx context.Context, plan tfsdk.Plan, state *tfsdk.State, diags *diag.Diagnostics, failure string) {
+	var m poolAutoscaleModel
+	diags.Append(plan.Get(ctx, &m)...)
+	if diags.HasError() {
+		return
+	}
 	k := m.key()
 	minN, maxN := int(m.MinNodes.ValueInt64()), int(m.MaxNodes.ValueInt64())
-	return r.data.client.SetAutoscale(ctx, api.SetAutoscaleRequest{
+	p, err := r.data.client.SetAutoscale(ctx, api.SetAutoscaleRequest{
 		PoolRef:  api.PoolRef{Tenant: k.Tenant, TenantDB: k.TenantDB, Pool: k.Pool},
 		MinNodes: &minN, MaxNodes: &maxN,
 	})
-}
-
-func (r *poolAutoscaleResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	var m poolAutoscaleModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	p, err := r.setBand(ctx, &m)
 	if err != nil {
-		resp.Diagnostics.AddError("Cannot declare the autoscale band", err.Error())
+		diags.AddError(failure, err.Error())
 		return
 	}
 	m.fill(p)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+	diags.Append(state.Set(ctx, &m)...)
+}
+
+func (r *poolAutoscaleResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	r.setBand(ctx, req.Plan, &resp.State, &resp.Diagnostics, "Cannot declare the autoscale band")
 }
 
 func (r *poolAutoscaleResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -230,18 +234,7 @@ func (r *poolAutoscaleResource) Read(ctx context.Context, req resource.ReadReque
 }
 
 func (r *poolAutoscaleResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	var m poolAutoscaleModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	p, err := r.setBand(ctx, &m)
-	if err != nil {
-		resp.Diagnostics.AddError("Cannot change the autoscale band", err.Error())
-		return
-	}
-	m.fill(p)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+	r.setBand(ctx, req.Plan, &resp.State, &resp.Diagnostics, "Cannot change the autoscale band")
 }
 
 func (r *poolAutoscaleResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
