@@ -1,0 +1,58 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/qodaperio/autoscale/internal/qodsim"
+)
+
+// TestSimulateExamples runs every scenario in examples/simulate, as the docs
+// tell an operator to, and checks each prints decodable lines with actions.
+func TestSimulateExamples(t *testing.T) {
+	files, err := filepath.Glob("../../../examples/simulate/*.json")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no example scenarios: %v", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			cmd := newRootCmd()
+			var out bytes.Buffer
+			cmd.SetOut(&out)
+			cmd.SetArgs([]string{"simulate", "--actions-only", f})
+			if err := cmd.Execute(); err != nil {
+				t.Fatal(err)
+			}
+			actions := 0
+			for _, raw := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+				var l qodsim.Line
+				if err := json.Unmarshal([]byte(raw), &l); err != nil {
+					t.Fatalf("line %q: %v", raw, err)
+				}
+				if l.Direction == "" && l.Event == "" {
+					t.Fatalf("--actions-only printed a held sweep: %s", raw)
+				}
+				if l.Direction != "" {
+					actions++
+				}
+			}
+			if actions == 0 {
+				t.Fatal("the example scenario makes no scaling decision")
+			}
+		})
+	}
+}
+
+func TestSimulateRefusesBadScenario(t *testing.T) {
+	cmd := newRootCmd()
+	cmd.SetIn(strings.NewReader(`{"pool":{"roleDistribution":{"readonly":1},"minNodes":1,"maxNodes":2},"load":[1],"events":[{"at":10,"type":"explode"}]}`))
+	cmd.SetOut(&bytes.Buffer{})
+	cmd.SetArgs([]string{"simulate", "-"})
+	err := cmd.Execute()
+	if err == nil || !strings.Contains(err.Error(), `events[0].type "explode"; accepted: suspend, resume, scale, fail, unroutable`) {
+		t.Fatalf("got %v", err)
+	}
+}
