@@ -12,6 +12,7 @@ import (
 
 	"github.com/qodaperio/autoscale/internal/api"
 	"github.com/qodaperio/autoscale/internal/band"
+	"github.com/qodaperio/autoscale/internal/pool"
 )
 
 // Settings are the manager-wide autoscale settings.
@@ -238,13 +239,10 @@ func Demand(statementMs int64, windowMinutes int) float64 {
 	return float64(statementMs) / 1000 / float64(windowMinutes*60)
 }
 
-// Roles is a role distribution as the engine moves it.
-type Roles struct{ Writeonly, Readonly, Dual int }
-
 // Target is the role distribution an action asks for: one readonly node more
 // or less, writers untouched.
-func Target(o Observation, d Decision) Roles {
-	r := Roles{Writeonly: o.Writeonly, Readonly: o.Readonly, Dual: o.Dual}
+func Target(o Observation, d Decision) pool.Roles {
+	r := pool.Roles{Writeonly: o.Writeonly, Readonly: o.Readonly, Dual: o.Dual}
 	switch d.Direction {
 	case Out:
 		r.Readonly++

@@ -18,9 +18,9 @@ func settings() *Settings {
 	return &s
 }
 
-// pool is the reference page's BI pool: one writer, one reader, band [2, 6],
+// biPool is the reference page's BI pool: one writer, one reader, band [2, 6],
 // 4 concurrent statements per node.
-func pool() Observation {
+func biPool() Observation {
 	return Observation{Band: band.Band{Min: 2, Max: 6}, Writeonly: 1, Readonly: 1, MaxConcurrentPerNode: 4}
 }
 
@@ -33,14 +33,13 @@ func withUtil(o Observation, u float64) Observation {
 // sweep runs k sweeps at utilization u from sweep number from, applying
 // each action as a success, and returns the decisions.
 type run struct {
-	t  *testing.T
 	s  *Settings
 	st State
 	o  Observation
 	k  int // sweeps so far
 }
 
-func newRun(t *testing.T, o Observation) *run { return &run{t: t, s: settings(), o: o} }
+func newRun(_ *testing.T, o Observation) *run { return &run{s: settings(), o: o} }
 
 func (r *run) now() time.Time { return t0.Add(time.Duration(r.k*r.s.SweepSeconds) * time.Second) }
 
@@ -75,7 +74,7 @@ func actions(ds []Decision) (n int) {
 }
 
 func TestTwoBusySweepsThenOut(t *testing.T) {
-	r := newRun(t, pool())
+	r := newRun(t, biPool())
 	if d := r.sweep(0.85); d.Acts() || d.Rule != "busy: out streak 1/2" {
 		t.Fatalf("first busy sweep acted: %+v", d)
 	}
@@ -89,7 +88,7 @@ func TestTwoBusySweepsThenOut(t *testing.T) {
 }
 
 func TestAtHighWatermarkCounts(t *testing.T) {
-	r := newRun(t, pool())
+	r := newRun(t, biPool())
 	r.sweep(0.8)
 	if d := r.sweep(0.8); d.Direction != Out {
 		t.Fatalf("u == highWatermark did not count: %+v", d)
@@ -97,7 +96,7 @@ func TestAtHighWatermarkCounts(t *testing.T) {
 }
 
 func TestMiddleSampleResetsTheStreak(t *testing.T) {
-	r := newRun(t, pool())
+	r := newRun(t, biPool())
 	r.sweep(0.9)
 	if d := r.sweep(0.5); d.Acts() || !strings.HasPrefix(d.Rule, "between watermarks") || r.st.OutStreak != 0 {
 		t.Fatalf("0.5 sample: %+v %+v", d, r.st)
@@ -111,7 +110,7 @@ func TestMiddleSampleResetsTheStreak(t *testing.T) {
 }
 
 func TestTenQuietSweepsThenIn(t *testing.T) {
-	o := pool()
+	o := biPool()
 	o.Readonly = 3 // size 4
 	r := newRun(t, o)
 	ds := r.sweeps(9, 0.2)
@@ -128,7 +127,7 @@ func TestTenQuietSweepsThenIn(t *testing.T) {
 }
 
 func TestNeverBelowMinNodes(t *testing.T) {
-	r := newRun(t, pool()) // size 2 == minNodes
+	r := newRun(t, biPool()) // size 2 == minNodes
 	ds := r.sweeps(30, 0)
 	if actions(ds) != 0 || ds[29].Rule != "at minNodes 2" {
 		t.Fatalf("scaled below minNodes: %+v", ds[29])
@@ -136,7 +135,7 @@ func TestNeverBelowMinNodes(t *testing.T) {
 }
 
 func TestNeverAboveMaxNodes(t *testing.T) {
-	r := newRun(t, pool())
+	r := newRun(t, biPool())
 	r.s.ScaleOutCooldownSec = 0
 	r.sweeps(100, 5)
 	if r.o.Size() != 6 {
@@ -180,10 +179,10 @@ func TestOnlyReadonlyNodesMove(t *testing.T) {
 }
 
 func TestOutCooldown(t *testing.T) {
-	r := newRun(t, pool()) // 60 s sweeps, 180 s out cooldown
-	r.sweeps(2, 0.9)       // out at t=120
-	d := r.sweep(0.9)      // t=180, streak 1
-	d = r.sweep(0.9)       // t=240: streak 2 but only 120 s since the action
+	r := newRun(t, biPool()) // 60 s sweeps, 180 s out cooldown
+	r.sweeps(2, 0.9)         // out at t=120
+	d := r.sweep(0.9)        // t=180, streak 1
+	d = r.sweep(0.9)         // t=240: streak 2 but only 120 s since the action
 	if d.Acts() || d.Rule != "in out cooldown: 60 s left" || d.OutCooldownLeft != 60*time.Second {
 		t.Fatalf("inside the out cooldown: %+v", d)
 	}
@@ -193,7 +192,7 @@ func TestOutCooldown(t *testing.T) {
 }
 
 func TestInCooldownAfterAnyAction(t *testing.T) {
-	o := pool()
+	o := biPool()
 	o.Readonly = 4
 	r := newRun(t, o)
 	r.s.InStreak = 1
@@ -210,7 +209,7 @@ func TestInCooldownAfterAnyAction(t *testing.T) {
 }
 
 func TestResumeStartsTheOutCooldown(t *testing.T) {
-	r := newRun(t, pool())
+	r := newRun(t, biPool())
 	r.st = Resumed(r.st, t0) // resumed at 0
 	ds := r.sweeps(2, 0.95)  // t=60, 120: streak met, cooldown not
 	if actions(ds) != 0 || ds[1].Rule != "in out cooldown: 60 s left" {
@@ -219,7 +218,7 @@ func TestResumeStartsTheOutCooldown(t *testing.T) {
 	if d := r.sweep(0.95); d.Direction != Out { // t=180: exactly the cooldown
 		t.Fatalf("at the end of the resume cooldown: %+v", d)
 	}
-	r2 := newRun(t, pool())
+	r2 := newRun(t, biPool())
 	r2.st = Resumed(r2.st, t0.Add(100*time.Second))
 	r2.k = 2 // next sweep at 180
 	if d := r2.sweep(0.95); d.Acts() {
@@ -229,7 +228,7 @@ func TestResumeStartsTheOutCooldown(t *testing.T) {
 		t.Fatalf("resume cooldown: %+v", d)
 	}
 	// A resume does not hold scale-in.
-	o := pool()
+	o := biPool()
 	o.Readonly = 3
 	r3 := newRun(t, o)
 	r3.s.InStreak = 1
@@ -241,7 +240,7 @@ func TestResumeStartsTheOutCooldown(t *testing.T) {
 
 func TestThreeFailuresThenFiveSkippedSweeps(t *testing.T) {
 	s := settings()
-	o := withUtil(pool(), 0.9)
+	o := withUtil(biPool(), 0.9)
 	var st State
 	now := t0
 	next := func() (Decision, State) { now = now.Add(time.Minute); return Decide(s, st, o, now) }
@@ -287,7 +286,7 @@ func TestSuccessResetsFailures(t *testing.T) {
 }
 
 func TestCapacityZeroDecidesNothing(t *testing.T) {
-	o := pool()
+	o := biPool()
 	o.UnroutableReaders = 1
 	o.Demand = 100
 	st := State{OutStreak: 5, InStreak: 0}
@@ -298,7 +297,7 @@ func TestCapacityZeroDecidesNothing(t *testing.T) {
 }
 
 func TestAssumedConcurrency(t *testing.T) {
-	o := pool()
+	o := biPool()
 	o.MaxConcurrentPerNode = 0
 	o.Readonly, o.Dual = 2, 1
 	if c := Capacity(settings(), &o); c != 12 { // 4 assumed * 3 readers
@@ -307,7 +306,7 @@ func TestAssumedConcurrency(t *testing.T) {
 }
 
 func TestSuspendedSkipsAndResets(t *testing.T) {
-	o := pool()
+	o := biPool()
 	o.Suspended = true
 	d, st := Decide(settings(), State{OutStreak: 1, InStreak: 3}, o, t0)
 	if d.Acts() || d.Rule != "suspended" || st.OutStreak+st.InStreak != 0 || d.From != 0 {
@@ -316,7 +315,7 @@ func TestSuspendedSkipsAndResets(t *testing.T) {
 }
 
 func TestManualScaleResetsStreaksStartsNoCooldown(t *testing.T) {
-	r := newRun(t, pool())
+	r := newRun(t, biPool())
 	r.sweep(0.9)
 	r.st = ManuallyScaled(r.st)
 	if r.st.OutStreak != 0 || !r.st.LastAction.IsZero() {

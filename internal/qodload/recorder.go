@@ -1,8 +1,8 @@
 // Package qodload accumulates the QoD load signal: every statement the edge
 // serves is added, whole, to its pool's bucket for the minute in which it
 // completed. Recording is the hot path, so it takes no global lock and
-// allocates nothing once a pool has been seen: pools are found through a
-// sync.Map and each pool's buckets sit behind their own small mutex. Closed
+// allocates nothing once a pool has been seen: pools are found in one of 256
+// sharded maps and each pool's buckets sit behind their own small mutex. Closed
 // minutes wait in the pool's handle until Drain hands them to the flusher.
 package qodload
 

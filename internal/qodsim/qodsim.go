@@ -267,7 +267,7 @@ func Run(sc *Scenario, s *qodengine.Settings, emit func(Line)) {
 			ok := failNext == 0
 			if ok {
 				r := qodengine.Target(o, d)
-				if err := p.Scale(d.To, &pool.Roles{Writeonly: r.Writeonly, Readonly: r.Readonly, Dual: r.Dual}, s.HardCap); err != nil {
+				if err := p.Scale(d.To, &r, s.HardCap); err != nil {
 					ok, l.Error = false, err.Error()
 				}
 			} else {
