@@ -70,18 +70,98 @@ const (
 
 // Decision is what one sweep decided for one pool, and why.
 type Decision struct {
-	Direction Direction `json:"direction,omitempty"`
-	From      int       `json:"from"`
-	To        int       `json:"to"`
-	Demand    float64   `json:"demand"`
-	Capacity  float64   `json:"capacity"`
+	Direction Direction
+	From      int
+	To        int
+	Demand    float64
+	Capacity  float64
 	// Utilization is demand / capacity; NaN when capacity is unknown.
-	Utilization float64 `json:"-"`
-	// Rule is the rule that decided: why the pool moved, or what held it.
-	Rule string `json:"rule"`
+	Utilization float64
+	// Why names the rule that decided: why the pool moved, or what held it.
+	// Rule renders it with its numbers; the sweep keeps only these fields so
+	// that a pass over many pools formats nothing.
+	Why Why
+	// Streak and Need are the streak that counted and its target; Bound is
+	// the band edge that held the pool; Low and High are the watermarks.
+	Streak, Need, Bound int
+	Low, High           float64
+	BackoffLeft         int
 	// Cooldown left in each direction at the time of the sweep.
-	OutCooldownLeft time.Duration `json:"-"`
-	InCooldownLeft  time.Duration `json:"-"`
+	OutCooldownLeft time.Duration
+	InCooldownLeft  time.Duration
+}
+
+// Why is the rule behind a decision.
+type Why uint8
+
+// The rules, in the order the engine tries them.
+const (
+	WhyNone Why = iota
+	WhySuspended
+	WhyBackoff
+	WhyCapacityUnknown
+	WhyBetweenWatermarks
+	WhyOutStreak
+	WhyAtMax
+	WhyOutCooldown
+	WhyScaleOut
+	WhyInStreak
+	WhyAtMin
+	WhyNoReadonly
+	WhyLastReader
+	WhyInCooldown
+	WhyScaleIn
+	// WhyDisabled is set by the sweep, not the engine: the kill switch is off.
+	WhyDisabled
+)
+
+var whyCodes = [...]string{"", "suspended", "failure_backoff", "capacity_unknown", "between_watermarks",
+	"out_streak", "at_max_nodes", "out_cooldown", "scale_out", "in_streak", "at_min_nodes",
+	"no_readonly", "last_reader", "in_cooldown", "scale_in", "disabled"}
+
+// String is the rule's stable code, for metrics labels and JSON.
+func (w Why) String() string {
+	if int(w) < len(whyCodes) {
+		return whyCodes[w]
+	}
+	return "unknown"
+}
+
+// Rule says in words why the pool moved or held still.
+func (d Decision) Rule() string {
+	switch d.Why {
+	case WhySuspended:
+		return "suspended"
+	case WhyBackoff:
+		return fmt.Sprintf("failure backoff: %d sweep(s) left after this one", d.BackoffLeft)
+	case WhyCapacityUnknown:
+		return "capacity unknown: no routable read-capable node"
+	case WhyBetweenWatermarks:
+		return fmt.Sprintf("between watermarks (%.2f < %.2f < %.2f)", d.Low, d.Utilization, d.High)
+	case WhyOutStreak:
+		return fmt.Sprintf("busy: out streak %d/%d", d.Streak, d.Need)
+	case WhyAtMax:
+		return fmt.Sprintf("at maxNodes %d", d.Bound)
+	case WhyOutCooldown:
+		return "in out cooldown: " + secs(d.OutCooldownLeft) + " left"
+	case WhyScaleOut:
+		return fmt.Sprintf("utilization %.2f >= %.2f for %d sweeps", d.Utilization, d.High, d.Streak)
+	case WhyInStreak:
+		return fmt.Sprintf("quiet: in streak %d/%d", d.Streak, d.Need)
+	case WhyAtMin:
+		return fmt.Sprintf("at minNodes %d", d.Bound)
+	case WhyNoReadonly:
+		return "no readonly node to remove"
+	case WhyLastReader:
+		return "last reader: the last read-capable node is never removed"
+	case WhyInCooldown:
+		return "in in cooldown: " + secs(d.InCooldownLeft) + " left"
+	case WhyScaleIn:
+		return fmt.Sprintf("utilization %.2f <= %.2f for %d sweeps", d.Utilization, d.Low, d.Streak)
+	case WhyDisabled:
+		return "autoscale disabled (enabled: false)"
+	}
+	return "not swept yet"
 }
 
 // Acts reports whether the decision is a scale action.
@@ -114,8 +194,15 @@ func secs(d time.Duration) string { return fmt.Sprintf("%d s", int(math.Ceil(d.S
 // state to keep; for an action, the state still has to learn its outcome
 // through Succeeded or Failed.
 func Decide(s *Settings, st State, o Observation, now time.Time) (Decision, State) {
+	d := Step(s, &st, &o, now)
+	return d, st
+}
+
+// Step is Decide for a sweep over many pools: it updates st in place and
+// copies neither the state nor the observation.
+func Step(s *Settings, st *State, o *Observation, now time.Time) Decision {
 	size := o.Size()
-	d := Decision{From: size, To: size, Demand: o.Demand, Utilization: math.NaN()}
+	d := Decision{From: size, To: size, Demand: o.Demand, Utilization: math.NaN(), Low: s.LowWatermark, High: s.HighWatermark}
 	outCooldown := time.Duration(s.ScaleOutCooldownSec) * time.Second
 	inCooldown := time.Duration(s.ScaleInCooldownSec) * time.Second
 	d.OutCooldownLeft = max(cooldownLeft(now, st.LastAction, outCooldown), cooldownLeft(now, st.LastResume, outCooldown))
@@ -124,22 +211,22 @@ func Decide(s *Settings, st State, o Observation, now time.Time) (Decision, Stat
 	// 1. Suspended: autoscaling never touches the zero boundary.
 	if o.Suspended {
 		st.OutStreak, st.InStreak = 0, 0
-		d.Rule = "suspended"
-		return d, st
+		d.Why = WhySuspended
+		return d
 	}
 	// 2. Failure backoff: sit this sweep out.
 	if st.BackoffLeft > 0 {
 		st.BackoffLeft--
 		st.OutStreak, st.InStreak = 0, 0
-		d.Rule = fmt.Sprintf("failure backoff: %d sweep(s) left after this one", st.BackoffLeft)
-		return d, st
+		d.Why, d.BackoffLeft = WhyBackoff, st.BackoffLeft
+		return d
 	}
 	// 3. Unknown utilization.
-	d.Capacity = Capacity(s, &o)
+	d.Capacity = Capacity(s, o)
 	if d.Capacity <= 0 {
 		st.OutStreak, st.InStreak = 0, 0
-		d.Rule = "capacity unknown: no routable read-capable node"
-		return d, st
+		d.Why = WhyCapacityUnknown
+		return d
 	}
 	u := o.Demand / d.Capacity
 	d.Utilization = u
@@ -153,41 +240,41 @@ func Decide(s *Settings, st State, o Observation, now time.Time) (Decision, Stat
 		st.OutStreak = 0
 	default:
 		st.OutStreak, st.InStreak = 0, 0
-		d.Rule = fmt.Sprintf("between watermarks (%.2f < %.2f < %.2f)", s.LowWatermark, u, s.HighWatermark)
-		return d, st
+		d.Why = WhyBetweenWatermarks
+		return d
 	}
 	// 5. Scale out.
 	if st.OutStreak > 0 {
 		switch {
 		case st.OutStreak < s.OutStreak:
-			d.Rule = fmt.Sprintf("busy: out streak %d/%d", st.OutStreak, s.OutStreak)
+			d.Why, d.Streak, d.Need = WhyOutStreak, st.OutStreak, s.OutStreak
 		case size >= o.Band.Max:
-			d.Rule = fmt.Sprintf("at maxNodes %d", o.Band.Max)
+			d.Why, d.Bound = WhyAtMax, o.Band.Max
 		case d.OutCooldownLeft > 0:
-			d.Rule = "in out cooldown: " + secs(d.OutCooldownLeft) + " left"
+			d.Why = WhyOutCooldown
 		default:
 			d.Direction, d.To = Out, size+1
-			d.Rule = fmt.Sprintf("utilization %.2f >= %.2f for %d sweeps", u, s.HighWatermark, st.OutStreak)
+			d.Why, d.Streak = WhyScaleOut, st.OutStreak
 		}
-		return d, st
+		return d
 	}
 	// 6. Scale in.
 	switch {
 	case st.InStreak < s.InStreak:
-		d.Rule = fmt.Sprintf("quiet: in streak %d/%d", st.InStreak, s.InStreak)
+		d.Why, d.Streak, d.Need = WhyInStreak, st.InStreak, s.InStreak
 	case size <= o.Band.Min:
-		d.Rule = fmt.Sprintf("at minNodes %d", o.Band.Min)
+		d.Why, d.Bound = WhyAtMin, o.Band.Min
 	case o.Readonly < 1:
-		d.Rule = "no readonly node to remove"
+		d.Why = WhyNoReadonly
 	case o.Readonly+o.Dual < 2:
-		d.Rule = "last reader: the last read-capable node is never removed"
+		d.Why = WhyLastReader
 	case d.InCooldownLeft > 0:
-		d.Rule = "in in cooldown: " + secs(d.InCooldownLeft) + " left"
+		d.Why = WhyInCooldown
 	default:
 		d.Direction, d.To = In, size-1
-		d.Rule = fmt.Sprintf("utilization %.2f <= %.2f for %d sweeps", u, s.LowWatermark, st.InStreak)
+		d.Why, d.Streak = WhyScaleIn, st.InStreak
 	}
-	return d, st
+	return d
 }
 
 // Succeeded records an action that took effect at now: the cooldowns start,

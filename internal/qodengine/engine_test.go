@@ -75,7 +75,7 @@ func actions(ds []Decision) (n int) {
 
 func TestTwoBusySweepsThenOut(t *testing.T) {
 	r := newRun(t, biPool())
-	if d := r.sweep(0.85); d.Acts() || d.Rule != "busy: out streak 1/2" {
+	if d := r.sweep(0.85); d.Acts() || d.Rule() != "busy: out streak 1/2" {
 		t.Fatalf("first busy sweep acted: %+v", d)
 	}
 	d := r.sweep(0.85)
@@ -98,7 +98,7 @@ func TestAtHighWatermarkCounts(t *testing.T) {
 func TestMiddleSampleResetsTheStreak(t *testing.T) {
 	r := newRun(t, biPool())
 	r.sweep(0.9)
-	if d := r.sweep(0.5); d.Acts() || !strings.HasPrefix(d.Rule, "between watermarks") || r.st.OutStreak != 0 {
+	if d := r.sweep(0.5); d.Acts() || !strings.HasPrefix(d.Rule(), "between watermarks") || r.st.OutStreak != 0 {
 		t.Fatalf("0.5 sample: %+v %+v", d, r.st)
 	}
 	if d := r.sweep(0.9); d.Acts() {
@@ -114,7 +114,7 @@ func TestTenQuietSweepsThenIn(t *testing.T) {
 	o.Readonly = 3 // size 4
 	r := newRun(t, o)
 	ds := r.sweeps(9, 0.2)
-	if actions(ds) != 0 || ds[8].Rule != "quiet: in streak 9/10" {
+	if actions(ds) != 0 || ds[8].Rule() != "quiet: in streak 9/10" {
 		t.Fatalf("acted before 10 quiet sweeps: %+v", ds[8])
 	}
 	d := r.sweep(0.2)
@@ -129,7 +129,7 @@ func TestTenQuietSweepsThenIn(t *testing.T) {
 func TestNeverBelowMinNodes(t *testing.T) {
 	r := newRun(t, biPool()) // size 2 == minNodes
 	ds := r.sweeps(30, 0)
-	if actions(ds) != 0 || ds[29].Rule != "at minNodes 2" {
+	if actions(ds) != 0 || ds[29].Rule() != "at minNodes 2" {
 		t.Fatalf("scaled below minNodes: %+v", ds[29])
 	}
 }
@@ -141,7 +141,7 @@ func TestNeverAboveMaxNodes(t *testing.T) {
 	if r.o.Size() != 6 {
 		t.Fatalf("size %d, want maxNodes 6", r.o.Size())
 	}
-	if d := r.sweep(5); d.Acts() || d.Rule != "at maxNodes 6" {
+	if d := r.sweep(5); d.Acts() || d.Rule() != "at maxNodes 6" {
 		t.Fatalf("at max: %+v", d)
 	}
 }
@@ -151,7 +151,7 @@ func TestNeverTheLastReader(t *testing.T) {
 	o := Observation{Band: band.Band{Min: 1, Max: 4}, Writeonly: 1, Readonly: 1, MaxConcurrentPerNode: 4}
 	r := newRun(t, o)
 	ds := r.sweeps(20, 0)
-	if actions(ds) != 0 || ds[19].Rule != "last reader: the last read-capable node is never removed" {
+	if actions(ds) != 0 || ds[19].Rule() != "last reader: the last read-capable node is never removed" {
 		t.Fatalf("last reader: %+v", ds[19])
 	}
 	// A dual node is a reader too: with one dual and one readonly the
@@ -168,7 +168,7 @@ func TestOnlyReadonlyNodesMove(t *testing.T) {
 	o := Observation{Band: band.Band{Min: 3, Max: 8}, Writeonly: 2, Dual: 2, Readonly: 0, MaxConcurrentPerNode: 4}
 	r := newRun(t, o)
 	ds := r.sweeps(20, 0)
-	if actions(ds) != 0 || ds[19].Rule != "no readonly node to remove" {
+	if actions(ds) != 0 || ds[19].Rule() != "no readonly node to remove" {
 		t.Fatalf("%+v", ds[19])
 	}
 	r.s.ScaleOutCooldownSec = 0
@@ -183,7 +183,7 @@ func TestOutCooldown(t *testing.T) {
 	r.sweeps(2, 0.9)         // out at t=120
 	d := r.sweep(0.9)        // t=180, streak 1
 	d = r.sweep(0.9)         // t=240: streak 2 but only 120 s since the action
-	if d.Acts() || d.Rule != "in out cooldown: 60 s left" || d.OutCooldownLeft != 60*time.Second {
+	if d.Acts() || d.Rule() != "in out cooldown: 60 s left" || d.OutCooldownLeft != 60*time.Second {
 		t.Fatalf("inside the out cooldown: %+v", d)
 	}
 	if d = r.sweep(0.9); d.Direction != Out { // t=300: 180 s since
@@ -200,7 +200,7 @@ func TestInCooldownAfterAnyAction(t *testing.T) {
 		t.Fatalf("%+v", d)
 	}
 	ds := r.sweeps(9, 0) // t=120..600: 540 s < 600 s
-	if actions(ds) != 0 || !strings.HasPrefix(ds[8].Rule, "in in cooldown: 60 s left") {
+	if actions(ds) != 0 || !strings.HasPrefix(ds[8].Rule(), "in in cooldown: 60 s left") {
 		t.Fatalf("inside the in cooldown: %+v", ds[8])
 	}
 	if d := r.sweep(0); d.Direction != In { // t=660
@@ -212,7 +212,7 @@ func TestResumeStartsTheOutCooldown(t *testing.T) {
 	r := newRun(t, biPool())
 	r.st = Resumed(r.st, t0) // resumed at 0
 	ds := r.sweeps(2, 0.95)  // t=60, 120: streak met, cooldown not
-	if actions(ds) != 0 || ds[1].Rule != "in out cooldown: 60 s left" {
+	if actions(ds) != 0 || ds[1].Rule() != "in out cooldown: 60 s left" {
 		t.Fatalf("out inside the resume cooldown: %+v", ds[1])
 	}
 	if d := r.sweep(0.95); d.Direction != Out { // t=180: exactly the cooldown
@@ -224,7 +224,7 @@ func TestResumeStartsTheOutCooldown(t *testing.T) {
 	if d := r2.sweep(0.95); d.Acts() {
 		t.Fatal("acted")
 	}
-	if d := r2.sweep(0.95); d.Acts() || d.Rule != "in out cooldown: 40 s left" {
+	if d := r2.sweep(0.95); d.Acts() || d.Rule() != "in out cooldown: 40 s left" {
 		t.Fatalf("resume cooldown: %+v", d)
 	}
 	// A resume does not hold scale-in.
@@ -259,7 +259,7 @@ func TestThreeFailuresThenFiveSkippedSweeps(t *testing.T) {
 	}
 	for i := 4; i >= 0; i-- {
 		d, st = next()
-		if d.Acts() || !strings.HasPrefix(d.Rule, "failure backoff") || st.BackoffLeft != i || st.OutStreak != 0 {
+		if d.Acts() || !strings.HasPrefix(d.Rule(), "failure backoff") || st.BackoffLeft != i || st.OutStreak != 0 {
 			t.Fatalf("backoff sweep: %+v %+v", d, st)
 		}
 	}
@@ -291,7 +291,7 @@ func TestCapacityZeroDecidesNothing(t *testing.T) {
 	o.Demand = 100
 	st := State{OutStreak: 5, InStreak: 0}
 	d, st := Decide(settings(), st, o, t0.Add(time.Hour))
-	if d.Acts() || !math.IsNaN(d.Utilization) || st.OutStreak != 0 || d.Rule != "capacity unknown: no routable read-capable node" {
+	if d.Acts() || !math.IsNaN(d.Utilization) || st.OutStreak != 0 || d.Rule() != "capacity unknown: no routable read-capable node" {
 		t.Fatalf("%+v %+v", d, st)
 	}
 }
@@ -309,7 +309,7 @@ func TestSuspendedSkipsAndResets(t *testing.T) {
 	o := biPool()
 	o.Suspended = true
 	d, st := Decide(settings(), State{OutStreak: 1, InStreak: 3}, o, t0)
-	if d.Acts() || d.Rule != "suspended" || st.OutStreak+st.InStreak != 0 || d.From != 0 {
+	if d.Acts() || d.Rule() != "suspended" || st.OutStreak+st.InStreak != 0 || d.From != 0 {
 		t.Fatalf("%+v %+v", d, st)
 	}
 }
