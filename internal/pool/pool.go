@@ -24,6 +24,9 @@ const (
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
 
+// MaxNameLen is the longest name ValidateName accepts.
+const MaxNameLen = 63
+
 // NameRule describes what ValidateName accepts, for messages and docs.
 const NameRule = "1 to 63 characters: letters, digits, '_', '.', '-', starting with a letter or digit"
 

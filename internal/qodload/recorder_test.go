@@ -3,9 +3,11 @@ package qodload
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/qodaperio/autoscale/internal/pool"
 )
@@ -123,5 +125,38 @@ func TestConcurrentRecordingAndDrainingAddUp(t *testing.T) {
 	}
 	if total[keys[0]] != 40000 || total[keys[1]] != 40000 {
 		t.Fatalf("recorded 40000 ms per pool, drained %v", total)
+	}
+}
+
+func TestHandleIsOneCacheLine(t *testing.T) {
+	if n := unsafe.Sizeof(Handle{}); n != 64 {
+		t.Fatalf("Handle is %d bytes, want 64 (one cache line)", n)
+	}
+}
+
+// Keys too long to sit inline, and keys longer than 255 bytes, are still
+// told apart and recorded once each.
+func TestLongKeysAreToldApart(t *testing.T) {
+	r := NewRecorder()
+	long := strings.Repeat("x", 40)
+	huge := strings.Repeat("y", 300)
+	ks := []pool.Key{
+		{Tenant: "acme", TenantDB: long, Pool: "a"},
+		{Tenant: "acme", TenantDB: long, Pool: "b"},
+		{Tenant: huge, TenantDB: "d", Pool: "p"},
+		{Tenant: huge, TenantDB: "d", Pool: "q"},
+		{Tenant: "ac", TenantDB: "me", Pool: "x"}, // same bytes as "a"+"cme"+"x" inline
+		{Tenant: "a", TenantDB: "cme", Pool: "x"},
+	}
+	for i, k := range ks {
+		for range i + 1 {
+			r.Record(k, 10, at(0))
+		}
+	}
+	got := drain(t, r, at(60))
+	for i, k := range ks {
+		if len(got[k]) != 1 || got[k][0].Statements != int64(i+1) {
+			t.Errorf("%v: got %v, want %d statements", k, got[k], i+1)
+		}
 	}
 }
