@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/qodaperio/autoscale/internal/pool"
+	"github.com/qodaperio/autoscale/internal/qodengine"
 )
 
 var (
@@ -60,6 +61,24 @@ type Store interface {
 	TenantQuota(ctx context.Context, tenant string) (quota, nodes int, err error)
 	ListAudit(ctx context.Context, tenant string, limit int) ([]AuditRow, error)
 
+	// FlushLoad adds closed one-minute buckets to qodstate_pool_load in one
+	// transaction. Adding, not replacing: every replica flushes its own
+	// share of a minute.
+	FlushLoad(ctx context.Context, rows []LoadRow) error
+	// PurgeLoad deletes load rows of minutes before minute.
+	PurgeLoad(ctx context.Context, before int64) (int64, error)
+	// PoolLoad sums one pool's load over minutes first..last.
+	PoolLoad(ctx context.Context, k pool.Key, first, last int64) (statementMs int64, err error)
+	// SweepView reads, in one pass, every pool with a band, its autoscale
+	// state and its statement time over minutes first..last.
+	SweepView(ctx context.Context, first, last int64) ([]SweepRow, error)
+	// SaveAutoscaleStates writes states the sweep changed, each only if its
+	// row still has the version the sweep read; it returns how many were
+	// skipped because a person changed the pool meanwhile.
+	SaveAutoscaleStates(ctx context.Context, states []StateRow) (skipped int, err error)
+	// AutoscaleState is one pool's state (zero when never swept).
+	AutoscaleState(ctx context.Context, k pool.Key) (StateRow, error)
+
 	// Mutate runs fn in one transaction: reads see a consistent state and
 	// writes, the quota check and the audit row land together or not at
 	// all. This is the mutation gate every pool change goes through.
@@ -80,6 +99,34 @@ type Tx interface {
 	// UpdatePool writes p if its stored version is still p.Version, then
 	// bumps p.Version; ErrConflict otherwise.
 	UpdatePool(p *pool.Pool, now time.Time) error
+	// DeletePool deletes the pool with its autoscale state and load rows.
 	DeletePool(k pool.Key) error
 	Audit(a AuditRow) error
+	// AutoscaleState and SetAutoscaleState read and write the pool's engine
+	// state in the transaction; SetAutoscaleState bumps its version.
+	AutoscaleState(k pool.Key) (StateRow, error)
+	SetAutoscaleState(s StateRow) error
+}
+
+// LoadRow is one pool's statements in one minute (minutes since the epoch).
+type LoadRow struct {
+	Key         pool.Key
+	Minute      int64
+	StatementMs int64
+	Statements  int64
+}
+
+// StateRow is one pool's autoscale engine state and the version of its row
+// (0: no row yet).
+type StateRow struct {
+	Key     pool.Key
+	State   qodengine.State
+	Version int64
+}
+
+// SweepRow is what the sweep needs of one banded pool.
+type SweepRow struct {
+	Pool        pool.Pool // without cohorts
+	State       StateRow
+	StatementMs int64
 }

@@ -4,12 +4,14 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -206,6 +208,29 @@ var migrations = []string{
 		detail TEXT NOT NULL
 	);
 	CREATE INDEX audit_tenant ON audit (tenant, id);`,
+	// 2: the QoD load signal and the autoscale engine's state per pool.
+	`CREATE TABLE qodstate_pool_load (
+		tenant TEXT NOT NULL,
+		tenant_db TEXT NOT NULL,
+		pool TEXT NOT NULL,
+		minute INTEGER NOT NULL,
+		statement_ms INTEGER NOT NULL,
+		statements INTEGER NOT NULL,
+		PRIMARY KEY (minute, tenant, tenant_db, pool)
+	) WITHOUT ROWID;
+	CREATE TABLE qodstate_autoscale (
+		tenant TEXT NOT NULL,
+		tenant_db TEXT NOT NULL,
+		pool TEXT NOT NULL,
+		out_streak INTEGER NOT NULL,
+		in_streak INTEGER NOT NULL,
+		failures INTEGER NOT NULL,
+		backoff_left INTEGER NOT NULL,
+		last_action INTEGER,
+		last_resume INTEGER,
+		version INTEGER NOT NULL,
+		PRIMARY KEY (tenant, tenant_db, pool)
+	) WITHOUT ROWID;`,
 }
 
 func (s *Store) migrate(ctx context.Context) error {
@@ -556,6 +581,11 @@ func (t *tx) DeletePool(k pool.Key) error {
 	if n, _ := res.RowsAffected(); n == 0 {
 		return store.ErrNotFound
 	}
+	for _, table := range []string{"qodstate_autoscale", "qodstate_pool_load"} {
+		if _, err := t.q.ExecContext(t.ctx, `DELETE FROM `+table+` WHERE tenant = ? AND tenant_db = ? AND pool = ?`, k.Tenant, k.TenantDB, k.Pool); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -570,4 +600,235 @@ func (t *tx) Audit(a store.AuditRow) error {
 	_, err = t.q.ExecContext(t.ctx, `INSERT INTO audit (at, actor, action, tenant, target, detail) VALUES (?, ?, ?, ?, ?, ?)`,
 		ms(a.At), a.Actor, a.Action, a.Tenant, a.Target, string(detail))
 	return err
+}
+
+// --- autoscale state and the load signal ---
+
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixMilli()
+}
+
+func timeOf(v sql.NullInt64) time.Time {
+	if !v.Valid {
+		return time.Time{}
+	}
+	return fromMs(v.Int64)
+}
+
+const stateCols = `out_streak, in_streak, failures, backoff_left, last_action, last_resume, version`
+
+func autoscaleState(ctx context.Context, q querier, k pool.Key) (store.StateRow, error) {
+	r := store.StateRow{Key: k}
+	var la, lr sql.NullInt64
+	st := &r.State
+	err := q.QueryRowContext(ctx, `SELECT `+stateCols+` FROM qodstate_autoscale WHERE tenant = ? AND tenant_db = ? AND pool = ?`,
+		k.Tenant, k.TenantDB, k.Pool).Scan(&st.OutStreak, &st.InStreak, &st.Failures, &st.BackoffLeft, &la, &lr, &r.Version)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, nil
+	}
+	st.LastAction, st.LastResume = timeOf(la), timeOf(lr)
+	return r, err
+}
+
+func (s *Store) AutoscaleState(ctx context.Context, k pool.Key) (store.StateRow, error) {
+	return autoscaleState(ctx, s.reader(), k)
+}
+
+func (t *tx) AutoscaleState(k pool.Key) (store.StateRow, error) { return autoscaleState(t.ctx, t.q, k) }
+
+const upsertState = `INSERT INTO qodstate_autoscale (tenant, tenant_db, pool, ` + stateCols + `)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1)
+	ON CONFLICT (tenant, tenant_db, pool) DO UPDATE SET out_streak = excluded.out_streak,
+		in_streak = excluded.in_streak, failures = excluded.failures, backoff_left = excluded.backoff_left,
+		last_action = excluded.last_action, last_resume = excluded.last_resume, version = qodstate_autoscale.version + 1`
+
+func stateArgs(r store.StateRow) []any {
+	st := r.State
+	return []any{r.Key.Tenant, r.Key.TenantDB, r.Key.Pool, st.OutStreak, st.InStreak, st.Failures, st.BackoffLeft,
+		nullTime(st.LastAction), nullTime(st.LastResume)}
+}
+
+func (t *tx) SetAutoscaleState(r store.StateRow) error {
+	_, err := t.q.ExecContext(t.ctx, upsertState, stateArgs(r)...)
+	return err
+}
+
+// SaveAutoscaleStates writes each state only if its row is still at the
+// version the sweep read (an absent row is version 0).
+func (s *Store) SaveAutoscaleStates(ctx context.Context, rows []store.StateRow) (int, error) {
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	skipped := 0
+	err := s.Mutate(ctx, func(stx store.Tx) error {
+		t := stx.(*tx)
+		for _, r := range rows {
+			args := stateArgs(r)
+			var res sql.Result
+			var err error
+			if r.Version == 0 {
+				res, err = t.q.ExecContext(t.ctx, `INSERT INTO qodstate_autoscale (tenant, tenant_db, pool, `+stateCols+`)
+					VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1) ON CONFLICT DO NOTHING`, args...)
+			} else {
+				res, err = t.q.ExecContext(t.ctx, `UPDATE qodstate_autoscale SET out_streak = ?, in_streak = ?, failures = ?,
+					backoff_left = ?, last_action = ?, last_resume = ?, version = version + 1
+					WHERE tenant = ? AND tenant_db = ? AND pool = ? AND version = ?`,
+					append(args[3:], r.Key.Tenant, r.Key.TenantDB, r.Key.Pool, r.Version)...)
+			}
+			if err != nil {
+				return err
+			}
+			if n, _ := res.RowsAffected(); n == 0 {
+				skipped++
+			}
+		}
+		return nil
+	})
+	return skipped, err
+}
+
+// loadBatch is how many rows one upsert statement carries: one statement
+// call per row cost more in the driver than SQLite spent on the row.
+const loadBatch = 200
+
+func upsertLoad(rows int) string {
+	var b strings.Builder
+	b.WriteString(`INSERT INTO qodstate_pool_load (tenant, tenant_db, pool, minute, statement_ms, statements) VALUES `)
+	for i := range rows {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`(?, ?, ?, ?, ?, ?)`)
+	}
+	b.WriteString(` ON CONFLICT (minute, tenant, tenant_db, pool) DO UPDATE SET
+		statement_ms = statement_ms + excluded.statement_ms, statements = statements + excluded.statements`)
+	return b.String()
+}
+
+var upsertLoadFull = upsertLoad(loadBatch)
+
+// FlushLoad adds rows through prepared multi-row upserts in one transaction.
+func (s *Store) FlushLoad(ctx context.Context, rows []store.LoadRow) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	// In key order, so that the b-tree is written page by page.
+	rows = slices.Clone(rows)
+	slices.SortFunc(rows, func(a, b store.LoadRow) int {
+		return cmp.Or(cmp.Compare(a.Minute, b.Minute), cmp.Compare(a.Key.Tenant, b.Key.Tenant),
+			cmp.Compare(a.Key.TenantDB, b.Key.TenantDB), cmp.Compare(a.Key.Pool, b.Key.Pool))
+	})
+	return s.Mutate(ctx, func(stx store.Tx) error {
+		t := stx.(*tx)
+		args := make([]any, 0, 6*loadBatch)
+		for len(rows) > 0 {
+			n := min(len(rows), loadBatch)
+			query := upsertLoadFull
+			if n < loadBatch {
+				query = upsertLoad(n)
+			}
+			args = args[:0]
+			for _, r := range rows[:n] {
+				args = append(args, r.Key.Tenant, r.Key.TenantDB, r.Key.Pool, r.Minute, r.StatementMs, r.Statements)
+			}
+			if _, err := t.q.ExecContext(ctx, query, args...); err != nil {
+				return fmt.Errorf("sqlite: flush load from %s minute %d: %w", rows[0].Key, rows[0].Minute, err)
+			}
+			rows = rows[n:]
+		}
+		return nil
+	})
+}
+
+func (s *Store) PurgeLoad(ctx context.Context, before int64) (int64, error) {
+	res, err := s.writer().ExecContext(ctx, `DELETE FROM qodstate_pool_load WHERE minute < ?`, before)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func (s *Store) PoolLoad(ctx context.Context, k pool.Key, first, last int64) (int64, error) {
+	if last < first {
+		return 0, nil
+	}
+	// The key leads with the minute: an IN list turns the window into one
+	// point lookup per minute instead of a scan of every pool's minutes.
+	var in strings.Builder
+	args := []any{k.Tenant, k.TenantDB, k.Pool}
+	for m := first; m <= last && m-first < 24*60; m++ {
+		if m > first {
+			in.WriteByte(',')
+		}
+		in.WriteByte('?')
+		args = append(args, m)
+	}
+	var sum int64
+	err := s.reader().QueryRowContext(ctx, `SELECT COALESCE(SUM(statement_ms), 0) FROM qodstate_pool_load
+		WHERE tenant = ? AND tenant_db = ? AND pool = ? AND minute IN (`+in.String()+`)`, args...).Scan(&sum)
+	return sum, err
+}
+
+// SweepView reads the banded pools with their state, then adds the
+// window's sums from one range scan of the load table's key (it leads with
+// the minute). Summing here rather than in a GROUP BY spares SQLite a sort
+// of every row in the window.
+func (s *Store) SweepView(ctx context.Context, first, last int64) ([]store.SweepRow, error) {
+	q := s.reader()
+	rows, err := q.QueryContext(ctx, `SELECT p.tenant, p.tenant_db, p.pool, p.writeonly, p.readonly, p.dual,
+			p.suspended, p.max_concurrent_per_node, p.min_nodes, p.max_nodes, p.version,
+			COALESCE(a.out_streak, 0), COALESCE(a.in_streak, 0), COALESCE(a.failures, 0), COALESCE(a.backoff_left, 0),
+			a.last_action, a.last_resume, COALESCE(a.version, 0)
+		FROM pools p
+		LEFT JOIN qodstate_autoscale a ON a.tenant = p.tenant AND a.tenant_db = p.tenant_db AND a.pool = p.pool
+		WHERE p.min_nodes IS NOT NULL AND p.max_nodes IS NOT NULL`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.SweepRow
+	for rows.Next() {
+		var r store.SweepRow
+		var minN, maxN int
+		var la, lr sql.NullInt64
+		p, st := &r.Pool, &r.State.State
+		if err := rows.Scan(&p.Tenant, &p.TenantDB, &p.Pool, &p.Roles.Writeonly, &p.Roles.Readonly, &p.Roles.Dual,
+			&p.Suspended, &p.MaxConcurrentPerNode, &minN, &maxN, &p.Version,
+			&st.OutStreak, &st.InStreak, &st.Failures, &st.BackoffLeft, &la, &lr, &r.State.Version); err != nil {
+			return nil, err
+		}
+		p.Band = &band.Band{Min: minN, Max: maxN}
+		st.LastAction, st.LastResume = timeOf(la), timeOf(lr)
+		r.State.Key = p.Key
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows.Close()
+
+	index := make(map[string]int, len(out))
+	for i := range out {
+		index[out[i].Pool.Key.String()] = i
+	}
+	load, err := q.QueryContext(ctx, `SELECT tenant || '/' || tenant_db || '/' || pool, statement_ms
+		FROM qodstate_pool_load WHERE minute BETWEEN ? AND ?`, first, last)
+	if err != nil {
+		return nil, err
+	}
+	defer load.Close()
+	var id sql.RawBytes
+	var ms int64
+	for load.Next() {
+		if err := load.Scan(&id, &ms); err != nil {
+			return nil, err
+		}
+		if i, ok := index[string(id)]; ok {
+			out[i].StatementMs += ms
+		}
+	}
+	return out, load.Err()
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/qodaperio/autoscale/internal/band"
 	"github.com/qodaperio/autoscale/internal/pool"
 	"github.com/qodaperio/autoscale/internal/store"
+	"github.com/qodaperio/autoscale/internal/store/storetest"
 )
 
 func open(t *testing.T, path string) *Store {
@@ -84,4 +85,26 @@ func TestPoolRoundTripAndConditionalUpdate(t *testing.T) {
 	if _, err := s.GetPool(ctx, pool.Key{Tenant: "acme", TenantDB: "db", Pool: "nope"}); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("missing pool: %v", err)
 	}
+}
+
+func openFresh(t testing.TB) store.Store {
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "c.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestConformance(t *testing.T) { storetest.Run(t, openFresh) }
+
+// BenchmarkFlush100kRows: the flush of 100k closed buckets, one prepared
+// upsert in one transaction, with fsync at commit.
+func BenchmarkFlush100kRows(b *testing.B) {
+	storetest.BenchFlush(b, openFresh, storetest.LoadRows(100_000))
+}
+
+// BenchmarkSweepView100kPools: the sweep's one read of 100k banded pools,
+// their state and a five-minute window out of ten minutes of load.
+func BenchmarkSweepView100kPools(b *testing.B) {
+	storetest.BenchSweepView(b, openFresh, 100_000, 10)
 }

@@ -1,0 +1,244 @@
+// Package storetest is the conformance suite every store.Store passes: the
+// SQLite store runs it in its tests, and so does any other implementation.
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/qodaperio/autoscale/internal/band"
+	"github.com/qodaperio/autoscale/internal/pool"
+	"github.com/qodaperio/autoscale/internal/qodengine"
+	"github.com/qodaperio/autoscale/internal/store"
+)
+
+// Open returns a fresh, empty store for one test; the suite closes it.
+type Open func(t testing.TB) store.Store
+
+// Run runs every conformance test against stores from open.
+func Run(t *testing.T, open Open) {
+	t.Run("LoadFlushIsAdditive", func(t *testing.T) { testLoadFlushIsAdditive(t, open(t)) })
+	t.Run("PurgeDropsOldMinutes", func(t *testing.T) { testPurge(t, open(t)) })
+	t.Run("SweepViewSeesBandedPools", func(t *testing.T) { testSweepView(t, open(t)) })
+	t.Run("StateSavesAreConditional", func(t *testing.T) { testStateVersions(t, open(t)) })
+	t.Run("DeleteTakesStateAndLoad", func(t *testing.T) { testDeleteCleansUp(t, open(t)) })
+}
+
+var (
+	ctx = context.Background()
+	now = time.UnixMilli(1_800_000_000_000)
+	bi  = pool.Key{Tenant: "acme", TenantDB: "acme_sales", Pool: "bi"}
+	etl = pool.Key{Tenant: "acme", TenantDB: "acme_sales", Pool: "etl"}
+)
+
+func insert(t testing.TB, s store.Store, k pool.Key, b *band.Band) {
+	t.Helper()
+	p := &pool.Pool{Key: k, Roles: pool.Roles{Writeonly: 1, Readonly: 1}, Band: b}
+	if err := s.Mutate(ctx, func(tx store.Tx) error { return tx.InsertPool(p, now) }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func testLoadFlushIsAdditive(t *testing.T, s store.Store) {
+	defer s.Close()
+	rows := []store.LoadRow{{Key: bi, Minute: 100, StatementMs: 1500, Statements: 3}, {Key: bi, Minute: 101, StatementMs: 10, Statements: 1}}
+	// Two replicas flush their shares of the same minutes.
+	for range 2 {
+		if err := s.FlushLoad(ctx, rows); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		first, last, want int64
+	}{{100, 100, 3000}, {100, 101, 3020}, {101, 105, 20}, {102, 200, 0}} {
+		got, err := s.PoolLoad(ctx, bi, c.first, c.last)
+		if err != nil || got != c.want {
+			t.Errorf("load of minutes %d..%d = %d, %v; want %d", c.first, c.last, got, err, c.want)
+		}
+	}
+	if got, _ := s.PoolLoad(ctx, etl, 0, 1000); got != 0 {
+		t.Errorf("another pool's load leaked: %d", got)
+	}
+}
+
+func testPurge(t *testing.T, s store.Store) {
+	defer s.Close()
+	var rows []store.LoadRow
+	for m := int64(0); m < 90; m++ {
+		rows = append(rows, store.LoadRow{Key: bi, Minute: m, StatementMs: 1, Statements: 1})
+	}
+	if err := s.FlushLoad(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.PurgeLoad(ctx, 30)
+	if err != nil || n != 30 {
+		t.Fatalf("purged %d, %v; want 30", n, err)
+	}
+	if got, _ := s.PoolLoad(ctx, bi, 0, 1000); got != 60 {
+		t.Fatalf("left %d ms, want 60", got)
+	}
+}
+
+func testSweepView(t *testing.T, s store.Store) {
+	defer s.Close()
+	insert(t, s, bi, &band.Band{Min: 2, Max: 6})
+	insert(t, s, etl, nil) // no band: not swept
+	if err := s.FlushLoad(ctx, []store.LoadRow{
+		{Key: bi, Minute: 9, StatementMs: 1, Statements: 1}, // before the window
+		{Key: bi, Minute: 10, StatementMs: 100, Statements: 1},
+		{Key: bi, Minute: 14, StatementMs: 200, Statements: 1},
+		{Key: bi, Minute: 15, StatementMs: 1, Statements: 1}, // the open minute
+		{Key: etl, Minute: 12, StatementMs: 999, Statements: 1},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	st := store.StateRow{Key: bi, State: qodengine.State{OutStreak: 1, LastResume: now}}
+	if err := s.Mutate(ctx, func(tx store.Tx) error { return tx.SetAutoscaleState(st) }); err != nil {
+		t.Fatal(err)
+	}
+	view, err := s.SweepView(ctx, 10, 14)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(view) != 1 {
+		t.Fatalf("view has %d pools, want only the banded one: %+v", len(view), view)
+	}
+	r := view[0]
+	if r.Pool.Key != bi || *r.Pool.Band != (band.Band{Min: 2, Max: 6}) || r.Pool.Roles.Readonly != 1 || r.Pool.Version != 1 {
+		t.Errorf("pool %+v", r.Pool)
+	}
+	if r.StatementMs != 300 {
+		t.Errorf("window sum %d, want 300", r.StatementMs)
+	}
+	if r.State.Version != 1 || r.State.State.OutStreak != 1 || !r.State.State.LastResume.Equal(now) || !r.State.State.LastAction.IsZero() {
+		t.Errorf("state %+v", r.State)
+	}
+}
+
+func testStateVersions(t *testing.T, s store.Store) {
+	defer s.Close()
+	insert(t, s, bi, &band.Band{Min: 2, Max: 6})
+	// First save of a pool never swept.
+	skipped, err := s.SaveAutoscaleStates(ctx, []store.StateRow{{Key: bi, State: qodengine.State{InStreak: 4}}})
+	if err != nil || skipped != 0 {
+		t.Fatalf("first save: skipped %d, %v", skipped, err)
+	}
+	got, _ := s.AutoscaleState(ctx, bi)
+	if got.Version != 1 || got.State.InStreak != 4 {
+		t.Fatalf("after first save: %+v", got)
+	}
+	// A person resets the streaks meanwhile (a manual scale).
+	if err := s.Mutate(ctx, func(tx store.Tx) error {
+		r, err := tx.AutoscaleState(bi)
+		if err != nil {
+			return err
+		}
+		r.State = qodengine.ManuallyScaled(r.State)
+		return tx.SetAutoscaleState(r)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The sweep, holding version 1, must not overwrite the reset.
+	skipped, err = s.SaveAutoscaleStates(ctx, []store.StateRow{{Key: bi, State: qodengine.State{InStreak: 5}, Version: 1}})
+	if err != nil || skipped != 1 {
+		t.Fatalf("stale save: skipped %d, %v", skipped, err)
+	}
+	got, _ = s.AutoscaleState(ctx, bi)
+	if got.Version != 2 || got.State.InStreak != 0 {
+		t.Fatalf("stale save overwrote: %+v", got)
+	}
+	// Two sweeps that both think the row is new: the second loses.
+	skipped, _ = s.SaveAutoscaleStates(ctx, []store.StateRow{{Key: bi, State: qodengine.State{InStreak: 9}}})
+	if skipped != 1 {
+		t.Fatalf("insert over an existing row was not skipped")
+	}
+}
+
+func testDeleteCleansUp(t *testing.T, s store.Store) {
+	defer s.Close()
+	insert(t, s, bi, &band.Band{Min: 2, Max: 6})
+	if err := s.FlushLoad(ctx, []store.LoadRow{{Key: bi, Minute: 5, StatementMs: 7, Statements: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SaveAutoscaleStates(ctx, []store.StateRow{{Key: bi, State: qodengine.State{Failures: 2}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Mutate(ctx, func(tx store.Tx) error { return tx.DeletePool(bi) }); err != nil {
+		t.Fatal(err)
+	}
+	// A pool created again under the same name starts clean.
+	insert(t, s, bi, &band.Band{Min: 2, Max: 6})
+	st, _ := s.AutoscaleState(ctx, bi)
+	load, _ := s.PoolLoad(ctx, bi, 0, 100)
+	if st.Version != 0 || st.State.Failures != 0 || load != 0 {
+		t.Fatalf("recreated pool inherited state %+v and load %d", st, load)
+	}
+}
+
+// LoadRows returns n bucket rows over n/5 pools and five minutes: what a
+// replica flushes for a large fleet.
+func LoadRows(n int) []store.LoadRow {
+	rows := make([]store.LoadRow, n)
+	for i := range rows {
+		rows[i] = store.LoadRow{Key: pool.Key{Tenant: fmt.Sprintf("t%d", i/5%100), TenantDB: "db", Pool: fmt.Sprintf("p%d", i/5)},
+			Minute: 29_000_000 + int64(i%5), StatementMs: 1234, Statements: 3}
+	}
+	return rows
+}
+
+// BenchFlush measures flushing rows into the store; it reports rows/s.
+// Every round flushes the next minutes, as a replica does: new rows, not
+// updates of the last round's.
+func BenchFlush(b *testing.B, open Open, rows []store.LoadRow) {
+	s := open(b)
+	defer s.Close()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if err := s.FlushLoad(ctx, rows); err != nil {
+			b.Fatal(err)
+		}
+		for i := range rows {
+			rows[i].Minute += 5
+		}
+	}
+	b.ReportMetric(float64(len(rows))*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+}
+
+// BenchSweepView measures the sweep's read: pools banded pools with
+// minutes of load each, the window being the last five.
+func BenchSweepView(b *testing.B, open Open, pools, minutes int) {
+	s := open(b)
+	defer s.Close()
+	var rows []store.LoadRow
+	err := s.Mutate(ctx, func(tx store.Tx) error {
+		for i := range pools {
+			k := pool.Key{Tenant: fmt.Sprintf("t%d", i%100), TenantDB: "db", Pool: fmt.Sprintf("p%d", i)}
+			p := &pool.Pool{Key: k, Roles: pool.Roles{Writeonly: 1, Readonly: 1}, Band: &band.Band{Min: 2, Max: 8}}
+			if err := tx.InsertPool(p, now); err != nil {
+				return err
+			}
+			for m := range minutes {
+				rows = append(rows, store.LoadRow{Key: k, Minute: int64(m), StatementMs: 1000, Statements: 1})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.FlushLoad(ctx, rows); err != nil {
+		b.Fatal(err)
+	}
+	first, last := int64(minutes-5), int64(minutes-1)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		view, err := s.SweepView(ctx, first, last)
+		if err != nil || len(view) != pools || view[0].StatementMs != 5000 {
+			b.Fatalf("view of %d pools (%v)", len(view), err)
+		}
+	}
+}
