@@ -1,0 +1,34 @@
+package clock
+
+import (
+	"testing"
+	"time"
+)
+
+func TestFakeWakesOnlyDueWaiters(t *testing.T) {
+	f := NewFake(time.Unix(1000, 0))
+	a, b := f.After(30*time.Second), f.After(60*time.Second)
+	f.Advance(29 * time.Second)
+	select {
+	case <-a:
+		t.Fatal("woke before its time")
+	default:
+	}
+	f.Advance(time.Second)
+	if got := <-a; !got.Equal(time.Unix(1030, 0)) {
+		t.Fatalf("woke at %v", got)
+	}
+	select {
+	case <-b:
+		t.Fatal("the later waiter woke early")
+	default:
+	}
+	if f.Waiters() != 1 {
+		t.Fatalf("%d waiters left, want 1", f.Waiters())
+	}
+	f.Advance(time.Hour)
+	<-b
+	if c := f.After(0); len(c) != 1 {
+		t.Fatal("After(0) did not fire at once")
+	}
+}
