@@ -1,5 +1,6 @@
 // Package config reads and checks the server's settings. Every setting has a
-// default, an environment variable and (later) a YAML key; a bad value stops
+// default, an environment variable and a key in the YAML file; the file wins
+// over the environment, which wins over the default. A bad value stops
 // start-up with a message naming the key, the value and what is accepted.
 package config
 
@@ -66,39 +67,69 @@ func settingsOf(a *Autoscale) []setting {
 // AutoscaleFromEnv starts from the defaults, applies every QOD_AUTOSCALE_*
 // variable that getenv returns non-empty, and checks the result.
 func AutoscaleFromEnv(getenv func(string) string) (Autoscale, error) {
+	a, _, err := LoadAutoscale(nil, getenv)
+	return a, err
+}
+
+// Source says where an effective setting came from.
+type Source string
+
+const (
+	FromDefault Source = "default"
+	FromEnv     Source = "env"
+	FromFile    Source = "file"
+)
+
+// AutoscalePrefix is where the autoscale settings sit in the YAML file.
+const AutoscalePrefix = "quack-on-demand.autoscale."
+
+// LoadAutoscale layers the defaults, the environment and the file (nil: no
+// file), checks the result and reports each key's source.
+func LoadAutoscale(f *File, getenv func(string) string) (Autoscale, map[string]Source, error) {
 	a := DefaultAutoscale()
+	sources := map[string]Source{}
 	for _, s := range settingsOf(&a) {
-		raw := strings.TrimSpace(getenv(s.env))
-		if raw == "" {
-			continue
+		sources[s.key] = FromDefault
+		if raw := strings.TrimSpace(getenv(s.env)); raw != "" {
+			if err := s.set(raw, s.name()); err != nil {
+				return a, nil, err
+			}
+			sources[s.key] = FromEnv
 		}
-		if err := s.set(raw); err != nil {
-			return a, err
+		raw, where, ok, err := f.Scalar(AutoscalePrefix + s.key)
+		if err != nil {
+			return a, nil, err
+		}
+		if ok {
+			if err := s.set(strings.TrimSpace(raw), where+": "+AutoscalePrefix+s.key); err != nil {
+				return a, nil, err
+			}
+			sources[s.key] = FromFile
 		}
 	}
-	return a, CheckAutoscale(&a)
+	return a, sources, CheckAutoscale(&a)
 }
 
 func (s setting) name() string { return fmt.Sprintf("quack-on-demand.autoscale.%s (%s)", s.key, s.env) }
 
-func (s setting) set(raw string) error {
+func (s setting) set(raw, name string) error {
 	switch {
 	case s.boolp != nil:
 		v, err := strconv.ParseBool(raw)
 		if err != nil {
-			return fmt.Errorf("%s is %q; accepted: true or false", s.name(), raw)
+			return fmt.Errorf("%s is %q; accepted: true or false", name, raw)
 		}
 		*s.boolp = v
 	case s.intp != nil:
 		v, err := strconv.Atoi(raw)
 		if err != nil || float64(v) < s.min || float64(v) > s.max {
-			return fmt.Errorf("%s is %q; accepted: a whole number from %g to %g", s.name(), raw, s.min, s.max)
+			return fmt.Errorf("%s is %q; accepted: a whole number from %g to %g", name, raw, s.min, s.max)
 		}
 		*s.intp = v
 	case s.floatp != nil:
 		v, err := strconv.ParseFloat(raw, 64)
 		if err != nil || math.IsNaN(v) || v < s.min || v > s.max {
-			return fmt.Errorf("%s is %q; accepted: a number from %g to %g", s.name(), raw, s.min, s.max)
+			return fmt.Errorf("%s is %q; accepted: a number from %g to %g", name, raw, s.min, s.max)
 		}
 		*s.floatp = v
 	}
