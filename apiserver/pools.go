@@ -1,15 +1,19 @@
 package apiserver
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/gorilla/mux"
 
 	"github.com/qodaperio/autoscale/internal/api"
 	"github.com/qodaperio/autoscale/internal/band"
 	"github.com/qodaperio/autoscale/internal/pool"
+	"github.com/qodaperio/autoscale/internal/qodengine"
 	"github.com/qodaperio/autoscale/internal/store"
 )
 
@@ -60,12 +64,44 @@ func poolNotFound(k pool.Key) error {
 	return notFound("pool %s not found", k)
 }
 
-// mutatePool is the mutation gate for one existing pool: it loads the pool in
-// a transaction, lets change modify it, checks the tenant quota, writes it
-// conditionally on its version and records an audit row, all or nothing.
-func (s *Server) mutatePool(r *http.Request, k pool.Key, action string, change func(p *pool.Pool) (map[string]any, error)) (*pool.Pool, error) {
+// mutation is one change to an existing pool through the gate.
+type mutation struct {
+	actor, action string
+	// change modifies the pool and returns the audit detail.
+	change func(p *pool.Pool) (map[string]any, error)
+	// engine, if set, changes the pool's autoscale state in the same
+	// transaction (a manual scale resets the streaks, a resume starts the
+	// out cooldown, an autoscale action records its success).
+	engine func(st qodengine.State, now time.Time) qodengine.State
+	// version, if not 0, is the pool version the change was decided on:
+	// a pool changed since is not touched (errPoolMoved).
+	version int64
+	// reason goes into the PoolScaled event when the size changes.
+	reason string
+}
+
+// errPoolMoved: the pool changed between a sweep's read and its action.
+var errPoolMoved = errors.New("pool changed since the sweep read it")
+
+// runningRoles is what the node backend should run for p.
+func runningRoles(p *pool.Pool) pool.Roles {
+	if p.Suspended {
+		return pool.Roles{}
+	}
+	return p.Roles
+}
+
+// mutate is the mutation gate for one existing pool, shared by every
+// handler and the sweep: it loads the pool in a transaction, lets change
+// modify it, checks the tenant quota, has the node backend run the result,
+// writes it conditionally on its version, updates the autoscale state and
+// records an audit row, all or nothing. A size change is published as a
+// PoolScaled event once committed.
+func (s *Server) mutate(ctx context.Context, k pool.Key, m mutation) (*pool.Pool, error) {
 	var out *pool.Pool
-	err := s.store.Mutate(r.Context(), func(tx store.Tx) error {
+	var before int
+	now := s.now()
+	err := s.store.Mutate(ctx, func(tx store.Tx) error {
 		p, err := tx.GetPool(k)
 		if errors.Is(err, store.ErrNotFound) {
 			return poolNotFound(k)
@@ -73,8 +109,12 @@ func (s *Server) mutatePool(r *http.Request, k pool.Key, action string, change f
 		if err != nil {
 			return err
 		}
-		before := p.Size()
-		detail, err := change(p)
+		if m.version != 0 && p.Version != m.version {
+			return errPoolMoved
+		}
+		before = p.Size()
+		wasRunning := runningRoles(p)
+		detail, err := m.change(p)
 		if err != nil {
 			return err
 		}
@@ -83,21 +123,49 @@ func (s *Server) mutatePool(r *http.Request, k pool.Key, action string, change f
 				return err
 			}
 		}
-		now := s.now()
 		if err := tx.UpdatePool(p, now); err != nil {
 			if errors.Is(err, store.ErrConflict) {
 				return api.Errorf(api.CodeConflict, "pool %s changed while this call was applied; retry", k)
 			}
 			return err
 		}
+		if m.engine != nil {
+			st, err := tx.AutoscaleState(k)
+			if err != nil {
+				return err
+			}
+			st.State = m.engine(st.State, now)
+			if err := tx.SetAutoscaleState(st); err != nil {
+				return err
+			}
+		}
 		if detail == nil {
 			detail = map[string]any{}
 		}
 		detail["fromSize"], detail["toSize"] = before, p.Size()
+		if err := tx.Audit(store.AuditRow{At: now, Actor: m.actor, Action: m.action, Tenant: k.Tenant, Target: k.String(), Detail: detail}); err != nil {
+			return err
+		}
+		// Last, so that a refusal above starts or stops nothing.
+		if want := runningRoles(p); want != wasRunning {
+			if err := s.nodes.Apply(ctx, k, want); err != nil {
+				return fmt.Errorf("node backend: run %s for pool %s: %w", want, k, err)
+			}
+		}
 		out = p
-		return tx.Audit(store.AuditRow{At: now, Actor: caller(r).actor(), Action: action, Tenant: k.Tenant, Target: k.String(), Detail: detail})
+		return nil
 	})
+	if err == nil && out.Size() != before {
+		s.events.Publish("PoolScaled", k.Tenant, now, map[string]any{
+			"pool": k.String(), "fromSize": before, "toSize": out.Size(), "reason": m.reason, "actor": m.actor,
+		})
+	}
 	return out, err
+}
+
+// mutatePool runs a caller's change through the gate.
+func (s *Server) mutatePool(r *http.Request, k pool.Key, action, reason string, change func(p *pool.Pool) (map[string]any, error)) (*pool.Pool, error) {
+	return s.mutate(r.Context(), k, mutation{actor: caller(r).actor(), action: action, change: change, reason: reason})
 }
 
 func (s *Server) checkQuota(tx store.Tx, p *pool.Pool) error {
@@ -146,7 +214,13 @@ func (s *Server) createPool(w http.ResponseWriter, r *http.Request) error {
 		if p.Band != nil {
 			detail["minNodes"], detail["maxNodes"] = p.Band.Min, p.Band.Max
 		}
-		return tx.Audit(store.AuditRow{At: now, Actor: caller(r).actor(), Action: "pool.create", Tenant: k.Tenant, Target: k.String(), Detail: detail})
+		if err := tx.Audit(store.AuditRow{At: now, Actor: caller(r).actor(), Action: "pool.create", Tenant: k.Tenant, Target: k.String(), Detail: detail}); err != nil {
+			return err
+		}
+		if err := s.nodes.Apply(r.Context(), k, runningRoles(p)); err != nil {
+			return fmt.Errorf("node backend: run pool %s: %w", k, err)
+		}
+		return nil
 	})
 	if err != nil {
 		return err
@@ -164,7 +238,7 @@ func (s *Server) setAutoscale(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	p, err := s.mutatePool(r, k, "pool.setAutoscale", func(p *pool.Pool) (map[string]any, error) {
+	p, err := s.mutatePool(r, k, "pool.setAutoscale", "", func(p *pool.Pool) (map[string]any, error) {
 		if !banded {
 			return map[string]any{"band": "cleared"}, p.SetBand(nil, s.autoscale.HardCap)
 		}
@@ -190,8 +264,12 @@ func (s *Server) scalePool(w http.ResponseWriter, r *http.Request) error {
 		r := pool.Roles(*req.RoleDistribution)
 		roles = &r
 	}
-	p, err := s.mutatePool(r, k, "pool.scale", func(p *pool.Pool) (map[string]any, error) {
-		return map[string]any{"direction": "manual"}, p.Scale(*req.TargetSize, roles, s.autoscale.HardCap)
+	p, err := s.mutate(r.Context(), k, mutation{actor: caller(r).actor(), action: "pool.scale", reason: "manual scale",
+		change: func(p *pool.Pool) (map[string]any, error) {
+			return map[string]any{"direction": "manual"}, p.Scale(*req.TargetSize, roles, s.autoscale.HardCap)
+		},
+		// A person took over: the sweep's streaks start again from here.
+		engine: func(st qodengine.State, _ time.Time) qodengine.State { return qodengine.ManuallyScaled(st) },
 	})
 	if err != nil {
 		return err
@@ -200,20 +278,37 @@ func (s *Server) scalePool(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) suspendPool(w http.ResponseWriter, r *http.Request) error {
-	return s.simpleMutation(w, r, "pool.suspend", func(p *pool.Pool) error { p.Suspend(); return nil })
+	return s.simpleMutation(w, r, mutation{action: "pool.suspend", reason: "suspend",
+		change: func(p *pool.Pool) (map[string]any, error) { p.Suspend(); return nil, nil }})
 }
 
 func (s *Server) resumePool(w http.ResponseWriter, r *http.Request) error {
-	return s.simpleMutation(w, r, "pool.resume", func(p *pool.Pool) error { p.Resume(); return nil })
+	return s.simpleMutation(w, r, resumeMutation(""))
 }
 
-func (s *Server) simpleMutation(w http.ResponseWriter, r *http.Request, action string, change func(*pool.Pool) error) error {
+// resumeMutation resumes a pool and starts its out cooldown: the burst after
+// a wake is not evidence of sustained demand.
+func resumeMutation(actor string) mutation {
+	return mutation{actor: actor, action: "pool.resume", reason: "resume",
+		change: func(p *pool.Pool) (map[string]any, error) {
+			if !p.Suspended {
+				return map[string]any{"note": "already running"}, nil
+			}
+			p.Resume()
+			return nil, nil
+		},
+		engine: func(st qodengine.State, now time.Time) qodengine.State { return qodengine.Resumed(st, now) },
+	}
+}
+
+func (s *Server) simpleMutation(w http.ResponseWriter, r *http.Request, m mutation) error {
 	var req api.PoolRef
 	k, err := decodePoolRequest(w, r, &req, &req)
 	if err != nil {
 		return err
 	}
-	p, err := s.mutatePool(r, k, action, func(p *pool.Pool) (map[string]any, error) { return nil, change(p) })
+	m.actor = caller(r).actor()
+	p, err := s.mutate(r.Context(), k, m)
 	if err != nil {
 		return err
 	}
@@ -233,11 +328,16 @@ func (s *Server) deletePool(w http.ResponseWriter, r *http.Request) error {
 			}
 			return err
 		}
-		return tx.Audit(store.AuditRow{At: s.now(), Actor: caller(r).actor(), Action: "pool.delete", Tenant: k.Tenant, Target: k.String()})
+		if err := tx.Audit(store.AuditRow{At: s.now(), Actor: caller(r).actor(), Action: "pool.delete", Tenant: k.Tenant, Target: k.String()}); err != nil {
+			return err
+		}
+		return s.nodes.Apply(r.Context(), k, pool.Roles{})
 	})
 	if err != nil {
 		return err
 	}
+	s.load.Forget(k)
+	s.sweeper.forget(k)
 	return writeJSON(w, http.StatusOK, map[string]string{"deleted": k.String()})
 }
 

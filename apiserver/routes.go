@@ -18,6 +18,9 @@ func (s *Server) routes() http.Handler {
 
 	r.Handle("/healthz", http.HandlerFunc(s.healthz)).Methods(http.MethodGet)
 	r.Handle("/readyz", http.HandlerFunc(s.readyz)).Methods(http.MethodGet)
+	// Per-pool metrics name tenants and pools: operator key (Prometheus
+	// sends it as a bearer token).
+	r.Handle("/metrics", s.handle(operatorKey, s.serveMetrics)).Methods(http.MethodGet)
 
 	// Full paths on one router (no subrouter), so a known path with the
 	// wrong method gets the method answer rather than "no route".
@@ -32,6 +35,12 @@ func (s *Server) routes() http.Handler {
 	api.Handle("/pool/get", s.handle(anyKey, s.getPool)).Methods(http.MethodGet)
 	api.Handle("/pool/list", s.handle(anyKey, s.listPools)).Methods(http.MethodGet)
 	api.Handle("/autoscale/config", s.handle(anyKey, s.autoscaleConfig)).Methods(http.MethodGet)
+	// The load signal, the sweep's explanation, and the nodes.
+	api.Handle("/pool/load", s.handle(adminKey, s.recordLoad)).Methods(http.MethodPost)
+	api.Handle("/pool/autoscaleStatus", s.handle(anyKey, s.autoscaleStatus)).Methods(http.MethodGet)
+	api.Handle("/pool/nodes", s.handle(anyKey, s.poolNodes)).Methods(http.MethodGet)
+	api.Handle("/pool/nodes/setRoutable", s.handle(operatorKey, s.setRoutable)).Methods(http.MethodPost)
+	api.Handle("/events", s.handle(anyKey, s.streamEvents)).Methods(http.MethodGet)
 	// Tenants and keys (operator only), audit.
 	api.Handle("/tenant/setQuota", s.handle(operatorKey, s.setQuota)).Methods(http.MethodPost)
 	api.Handle("/tenant/get", s.handle(anyKey, s.getTenant)).Methods(http.MethodGet)

@@ -1,14 +1,22 @@
 // Package apiserver is the HTTP API of the control plane: QoD pools and their
-// autoscale bands, keys, tenants and the audit log. NewServer wires the
-// handlers onto a store; the binary under cmd/ runs it.
+// autoscale bands, the load signal and the sweep that acts on it, keys,
+// tenants, the audit log, events and metrics. New wires the handlers and the
+// sweep onto a store; the binary under cmd/ runs them.
 package apiserver
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/qodaperio/autoscale/internal/clock"
 	"github.com/qodaperio/autoscale/internal/config"
+	"github.com/qodaperio/autoscale/internal/events"
+	"github.com/qodaperio/autoscale/internal/nodes"
+	"github.com/qodaperio/autoscale/internal/qodload"
 	"github.com/qodaperio/autoscale/internal/store"
 )
 
@@ -16,27 +24,87 @@ import (
 type Deps struct {
 	Store     store.Store
 	Autoscale config.Autoscale
-	// Now is the clock; tests pass a fake one.
+	// Clock drives the sweep and stamps every change; tests pass a fake
+	// one. Nil: Now if set, else the wall clock.
+	Clock clock.Clock
+	// Now is the clock for callers that only need to fix the time.
 	Now    func() time.Time
 	Logger *slog.Logger
+	// Nodes runs the pools' nodes; nil: an in-memory backend.
+	Nodes nodes.Backend
+	// OnSweep, if set, is called after every sweep with what it did.
+	OnSweep func(SweepReport)
 }
 
-// Server holds the dependencies the handlers share.
+// Server holds the dependencies the handlers and the sweep share.
 type Server struct {
 	store     store.Store
 	autoscale config.Autoscale
-	now       func() time.Time
+	clock     clock.Clock
 	log       *slog.Logger
+	nodes     nodes.Backend
+	load      *qodload.Recorder
+	events    *events.Bus
+	metrics   *metrics
+	sweeper   *sweeper
+	onSweep   func(SweepReport)
+	handler   http.Handler
 }
 
-// NewServer returns the API as an http.Handler.
-func NewServer(d Deps) http.Handler {
-	s := &Server{store: d.Store, autoscale: d.Autoscale, now: d.Now, log: d.Logger}
-	if s.now == nil {
-		s.now = time.Now
+// nowClock is a clock whose time comes from a function; it waits on the
+// wall clock.
+type nowClock struct{ now func() time.Time }
+
+func (c nowClock) Now() time.Time                         { return c.now() }
+func (c nowClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// New returns the server. Serve its Handler and run RunSweeps beside it.
+func New(d Deps) *Server {
+	s := &Server{store: d.Store, autoscale: d.Autoscale, clock: d.Clock, log: d.Logger, nodes: d.Nodes,
+		load: qodload.NewRecorder(), events: events.NewBus(), onSweep: d.OnSweep}
+	if s.clock == nil {
+		s.clock = clock.Real{}
+		if d.Now != nil {
+			s.clock = nowClock{d.Now}
+		}
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	return s.routes()
+	if s.nodes == nil {
+		s.nodes = nodes.NewMemory()
+	}
+	s.sweeper = newSweeper()
+	s.metrics = newMetrics(s)
+	s.handler = s.routes()
+	return s
+}
+
+// NewServer returns the API as an http.Handler, without the sweep loop.
+func NewServer(d Deps) http.Handler { return New(d).Handler() }
+
+// Handler is the HTTP API.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Registry is the server's Prometheus registry (served on /metrics).
+func (s *Server) Registry() *prometheus.Registry { return s.metrics.registry }
+
+// Events is the server's event bus.
+func (s *Server) Events() *events.Bus { return s.events }
+
+func (s *Server) now() time.Time { return s.clock.Now() }
+
+// RestoreNodes tells the node backend what every stored pool should run;
+// call it once at start-up, before serving.
+func (s *Server) RestoreNodes(ctx context.Context) error {
+	pools, err := s.store.ListPools(ctx, "")
+	if err != nil {
+		return err
+	}
+	for i := range pools {
+		if err := s.nodes.Apply(ctx, pools[i].Key, runningRoles(&pools[i])); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ package apiservertest
 
 import (
 	"context"
+	"log/slog"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/qodaperio/autoscale/apiserver"
 	"github.com/qodaperio/autoscale/internal/client"
+	"github.com/qodaperio/autoscale/internal/clock"
+	"github.com/qodaperio/autoscale/internal/nodes"
 	"github.com/qodaperio/autoscale/internal/config"
 	"github.com/qodaperio/autoscale/internal/store/sqlite"
 )
@@ -23,15 +26,25 @@ const OperatorKey = "test-operator-key-0123456789"
 type Instance struct {
 	URL    string
 	Store  *sqlite.Store
+	Server *apiserver.Server
 	Client *client.Client // authenticated with OperatorKey
 	http   *httptest.Server
 	dir    string
+	stop   context.CancelFunc
+	done   chan struct{}
 }
 
 // Options tune a test server.
 type Options struct {
 	Autoscale *config.Autoscale // default: config.DefaultAutoscale()
 	Now       func() time.Time
+	// Clock, if set, drives the server; with RunSweeps the sweep loop runs
+	// on it until Close.
+	Clock     clock.Clock
+	RunSweeps bool
+	Nodes     nodes.Backend
+	Logger    *slog.Logger
+	OnSweep   func(apiserver.SweepReport)
 }
 
 // Start starts a server. Close it when done.
@@ -55,7 +68,9 @@ func Start(o Options) (*Instance, error) {
 	if o.Autoscale != nil {
 		settings = *o.Autoscale
 	}
-	srv := httptest.NewServer(apiserver.NewServer(apiserver.Deps{Store: st, Autoscale: settings, Now: o.Now}))
+	server := apiserver.New(apiserver.Deps{Store: st, Autoscale: settings, Now: o.Now, Clock: o.Clock,
+		Nodes: o.Nodes, Logger: o.Logger, OnSweep: o.OnSweep})
+	srv := httptest.NewServer(server.Handler())
 	c, err := client.New(client.Options{Endpoint: srv.URL, APIKey: OperatorKey, RetryMax: 1})
 	if err != nil {
 		srv.Close()
@@ -63,11 +78,22 @@ func Start(o Options) (*Instance, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	return &Instance{URL: srv.URL, Store: st, Client: c, http: srv, dir: dir}, nil
+	i := &Instance{URL: srv.URL, Store: st, Server: server, Client: c, http: srv, dir: dir, done: make(chan struct{})}
+	loopCtx, stop := context.WithCancel(context.Background())
+	i.stop = stop
+	if o.RunSweeps {
+		go func() { defer close(i.done); _ = server.RunSweeps(loopCtx) }()
+	} else {
+		close(i.done)
+	}
+	return i, nil
 }
 
 // Close stops the server and removes its files.
 func (i *Instance) Close() {
+	i.stop()
+	<-i.done
+	i.http.CloseClientConnections()
 	i.http.Close()
 	i.Store.Close()
 	os.RemoveAll(i.dir)

@@ -135,3 +135,82 @@ type AuditEntry struct {
 	Target string         `json:"target"`
 	Detail map[string]any `json:"detail,omitempty"`
 }
+
+// MaxLoadStatements bounds one POST /api/pool/load batch.
+const MaxLoadStatements = 10_000
+
+// MaxStatementMs is the longest statement duration accepted: one day.
+const MaxStatementMs = 86_400_000
+
+// LoadRequest is the body of POST /api/pool/load: statements the edge served
+// for one pool.
+type LoadRequest struct {
+	PoolRef
+	Statements []Statement `json:"statements"`
+}
+
+// Statement is one served statement: how long it ran and when it completed.
+type Statement struct {
+	DurationMs *int64     `json:"durationMs"`
+	At         *time.Time `json:"at"`
+}
+
+// LoadResponse is the answer of POST /api/pool/load.
+type LoadResponse struct {
+	Recorded int `json:"recorded"`
+	// Woke is true when the pool was suspended and these statements resumed it.
+	Woke bool `json:"woke"`
+}
+
+// Streak is a streak against the number of sweeps it needs.
+type Streak struct {
+	Count  int `json:"count"`
+	Needed int `json:"needed"`
+}
+
+// AutoscaleStatus is the answer of GET /api/pool/autoscaleStatus: what the
+// last sweep saw and decided for one pool, and why.
+type AutoscaleStatus struct {
+	Pool      string `json:"pool"`
+	Enabled   bool   `json:"enabled"`
+	Banded    bool   `json:"banded"`
+	MinNodes  *int   `json:"minNodes"`
+	MaxNodes  *int   `json:"maxNodes"`
+	Size      int    `json:"size"`
+	Suspended bool   `json:"suspended"`
+
+	SweptAt     *time.Time `json:"sweptAt"`
+	NextSweepAt time.Time  `json:"nextSweepAt"`
+	// Decision is "out", "in" or "hold"; Rule says why in words, RuleCode
+	// is the same as a stable code.
+	Decision    string   `json:"decision"`
+	Rule        string   `json:"rule"`
+	RuleCode    string   `json:"ruleCode"`
+	From        int      `json:"from"`
+	To          int      `json:"to"`
+	Acted       bool     `json:"acted"`
+	ActionError string   `json:"actionError,omitempty"`
+	Demand      float64  `json:"demand"`
+	Capacity    float64  `json:"capacity"`
+	Utilization *float64 `json:"utilization"`
+
+	HighWatermark     float64    `json:"highWatermark"`
+	LowWatermark      float64    `json:"lowWatermark"`
+	OutStreak         Streak     `json:"outStreak"`
+	InStreak          Streak     `json:"inStreak"`
+	OutCooldownLeft   int        `json:"outCooldownLeftSec"`
+	InCooldownLeft    int        `json:"inCooldownLeftSec"`
+	Failures          int        `json:"failures"`
+	BackoffSweepsLeft int        `json:"backoffSweepsLeft"`
+	LastAction        *time.Time `json:"lastAction"`
+	LastResume        *time.Time `json:"lastResume"`
+	UnroutableReaders int        `json:"unroutableReaders"`
+}
+
+// SetRoutableRequest is the body of POST /api/pool/nodes/setRoutable.
+type SetRoutableRequest struct {
+	PoolRef
+	Role     string `json:"role"`
+	Index    *int   `json:"index"`
+	Routable *bool  `json:"routable"`
+}

@@ -294,3 +294,28 @@ func (c *Client) SetQuota(ctx context.Context, tenant string, quota int) (*api.T
 	}
 	return &out, nil
 }
+
+// RecordLoad reports statements served for a pool. Not retried: a retry
+// after a lost answer would count the statements twice.
+func (c *Client) RecordLoad(ctx context.Context, req api.LoadRequest) (*api.LoadResponse, error) {
+	var out api.LoadResponse
+	if err := c.do(ctx, http.MethodPost, "/api/pool/load", nil, req, &out, false); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// AutoscaleStatus explains what the last sweep saw and decided for a pool.
+func (c *Client) AutoscaleStatus(ctx context.Context, tenant, tenantDB, pool string) (*api.AutoscaleStatus, error) {
+	var out api.AutoscaleStatus
+	q := url.Values{"tenant": {tenant}, "tenantDb": {tenantDB}, "pool": {pool}}
+	if err := c.do(ctx, http.MethodGet, "/api/pool/autoscaleStatus", q, nil, &out, true); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// SetRoutable marks a node of the memory backend routable or not.
+func (c *Client) SetRoutable(ctx context.Context, req api.SetRoutableRequest) error {
+	return c.do(ctx, http.MethodPost, "/api/pool/nodes/setRoutable", nil, req, nil, true)
+}

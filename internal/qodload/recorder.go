@@ -84,7 +84,7 @@ func (h *Handle) Record(durationMs, minute int64) {
 	case minute == h.open.Minute:
 	case minute > h.open.Minute:
 		if h.open.Statements > 0 {
-			h.cold.closed = append(h.cold.closed, h.open)
+			h.cold.closed = appendMerge(h.cold.closed, h.open)
 		}
 		h.open = Bucket{Minute: minute}
 	default:
@@ -301,4 +301,15 @@ func appendMerge(bs []Bucket, b Bucket) []Bucket {
 		}
 	}
 	return append(bs, b)
+}
+
+// Return gives back buckets that Drain handed out but that could not be
+// stored, so that a failed flush loses nothing.
+func (r *Recorder) Return(k pool.Key, bs []Bucket) {
+	h := r.Handle(k)
+	h.mu.Lock()
+	for _, b := range bs {
+		h.cold.closed = appendMerge(h.cold.closed, b)
+	}
+	h.mu.Unlock()
 }

@@ -160,3 +160,16 @@ func TestLongKeysAreToldApart(t *testing.T) {
 		}
 	}
 }
+
+func TestReturnedBucketsComeBackWithTheNextDrain(t *testing.T) {
+	r := NewRecorder()
+	r.Record(bi, 100, at(10))
+	first := drain(t, r, at(70))
+	r.Return(bi, first[bi])  // the flush failed
+	r.Record(bi, 5, at(30))  // a late statement for the same minute
+	r.Record(bi, 7, at(130)) // the open minute, not drained yet
+	got := drain(t, r, at(130))
+	if len(got[bi]) != 1 || got[bi][0] != (Bucket{Minute: 0, StatementMs: 105, Statements: 2}) {
+		t.Fatalf("after return: %v", got[bi])
+	}
+}
