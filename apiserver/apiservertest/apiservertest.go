@@ -14,8 +14,8 @@ import (
 	"github.com/qodaperio/autoscale/apiserver"
 	"github.com/qodaperio/autoscale/internal/client"
 	"github.com/qodaperio/autoscale/internal/clock"
-	"github.com/qodaperio/autoscale/internal/nodes"
 	"github.com/qodaperio/autoscale/internal/config"
+	"github.com/qodaperio/autoscale/internal/nodes"
 	"github.com/qodaperio/autoscale/internal/store/sqlite"
 )
 

@@ -81,4 +81,3 @@ func checkRole(role string) error {
 func noNode(k pool.Key, role string, index int) error {
 	return api.Errorf(api.CodeNotFound, "pool %s has no %s node %d", k, role, index)
 }
-
