@@ -36,7 +36,17 @@ func (s *Server) recordLoad(w http.ResponseWriter, r *http.Request) error {
 		return invalidRequest("statements has %d entries; accepted: at most %d per call", len(req.Statements), api.MaxLoadStatements)
 	}
 	now := s.now()
+	minutes := make([]int64, len(req.Statements))
 	for i, st := range req.Statements {
+		var at time.Time
+		if st.At != nil {
+			t, err := time.Parse(time.RFC3339Nano, *st.At)
+			if err != nil {
+				return invalidRequest("statements[%d].at %q is not accepted; accepted: an RFC 3339 time such as %s", i, clip(*st.At), now.UTC().Format(time.RFC3339))
+			}
+			at = t
+			minutes[i] = t.Unix() / 60
+		}
 		switch {
 		case st.DurationMs == nil:
 			return invalidRequest("statements[%d].durationMs is required; accepted: 0 to %d", i, api.MaxStatementMs)
@@ -44,12 +54,12 @@ func (s *Server) recordLoad(w http.ResponseWriter, r *http.Request) error {
 			return invalidRequest("statements[%d].durationMs is %d; accepted: 0 to %d", i, *st.DurationMs, api.MaxStatementMs)
 		case st.At == nil:
 			return invalidRequest("statements[%d].at is required; accepted: the RFC 3339 time the statement completed", i)
-		case st.At.Before(now.Add(-maxStatementAge)):
+		case at.Before(now.Add(-maxStatementAge)):
 			return invalidRequest("statements[%d].at %s is more than %d minutes before the server's time %s; accepted: the last %d minutes",
-				i, st.At.UTC().Format(time.RFC3339), LoadRetentionMinutes, now.UTC().Format(time.RFC3339), LoadRetentionMinutes)
-		case st.At.After(now.Add(maxStatementSkew)):
+				i, at.UTC().Format(time.RFC3339), LoadRetentionMinutes, now.UTC().Format(time.RFC3339), LoadRetentionMinutes)
+		case at.After(now.Add(maxStatementSkew)):
 			return invalidRequest("statements[%d].at %s is after the server's time %s; accepted: up to %s ahead (check the reporter's clock)",
-				i, st.At.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339), maxStatementSkew)
+				i, at.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339), maxStatementSkew)
 		}
 	}
 	p, err := s.store.GetPool(r.Context(), k)
@@ -68,8 +78,8 @@ func (s *Server) recordLoad(w http.ResponseWriter, r *http.Request) error {
 		s.log.Info(fmt.Sprintf("autoscale: %s woke on a statement", k))
 	}
 	h := s.load.Handle(k)
-	for _, st := range req.Statements {
-		h.Record(*st.DurationMs, st.At.Unix()/60)
+	for i, st := range req.Statements {
+		h.Record(*st.DurationMs, minutes[i])
 	}
 	s.metrics.statements.Add(float64(len(req.Statements)))
 	return writeJSON(w, http.StatusOK, resp)

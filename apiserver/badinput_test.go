@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/qodaperio/autoscale/apiserver/apiservertest"
 	"github.com/qodaperio/autoscale/internal/api"
@@ -15,6 +16,7 @@ import (
 func TestBadInputs(t *testing.T) {
 	h := newHarness(t, apiservertest.Options{})
 	globex := h.newKey(api.CreateKeyRequest{Name: "globex", Org: "globex"})
+	globexClient := h.newKey(api.CreateKeyRequest{Name: "globex-client", Org: "globex", Kind: "client"})
 	h.mustCall("POST", "/api/pool/create", opKey, `{"tenant":"acme","tenantDb":"db","pool":"p","size":2,"roleDistribution":{"writeonly":1,"readonly":1,"dual":0}}`, 201)
 	h.mustCall("POST", "/api/pool/create", opKey, `{"tenant":"acme","tenantDb":"db","pool":"banded","size":2,"minNodes":2,"maxNodes":4}`, 201)
 	h.mustCall("POST", "/api/pool/create", opKey, `{"tenant":"acme","tenantDb":"db","pool":"w2","size":4,"roleDistribution":{"writeonly":2,"readonly":1,"dual":1}}`, 201)
@@ -28,7 +30,7 @@ func TestBadInputs(t *testing.T) {
 	}
 	var cases []tc
 	// What every POST endpoint that takes a pool must refuse.
-	for _, ep := range []string{"create", "setAutoscale", "scale", "suspend", "resume", "delete"} {
+	for _, ep := range []string{"create", "setAutoscale", "scale", "suspend", "resume", "delete", "load"} {
 		path := "/api/pool/" + ep
 		cases = append(cases,
 			tc{ep + " no key", "POST", path, "", `{` + ref + `}`, 401, "unauthorized", "no API key"},
@@ -49,7 +51,41 @@ func TestBadInputs(t *testing.T) {
 			cases = append(cases, tc{ep + " unknown pool", "POST", path, opKey, unknownPoolBody(ep), 404, "not_found", "pool acme/db/nope not found"})
 		}
 	}
+	now := time.Now().UTC()
+	stmt := func(ms string, at time.Time) string {
+		return `{` + ref + `,"statements":[{"durationMs":` + ms + `,"at":"` + at.Format(time.RFC3339Nano) + `"}]}`
+	}
+	tooMany := `{` + ref + `,"statements":[` + strings.Repeat(`{"durationMs":1,"at":"`+now.Format(time.RFC3339)+`"},`, api.MaxLoadStatements) + `{"durationMs":1,"at":"` + now.Format(time.RFC3339) + `"}]}`
 	cases = append(cases,
+		// load
+		tc{"load no statements", "POST", "/api/pool/load", opKey, `{` + ref + `}`, 400, "invalid_request", "statements is required; accepted: 1 to 10000 statements"},
+		tc{"load empty statements", "POST", "/api/pool/load", opKey, `{` + ref + `,"statements":[]}`, 400, "invalid_request", "statements is required"},
+		tc{"load too many", "POST", "/api/pool/load", opKey, tooMany, 400, "invalid_request", "statements has 10001 entries; accepted: at most 10000 per call"},
+		tc{"load no duration", "POST", "/api/pool/load", opKey, `{` + ref + `,"statements":[{"at":"` + now.Format(time.RFC3339) + `"}]}`, 400, "invalid_request", "statements[0].durationMs is required; accepted: 0 to 86400000"},
+		tc{"load negative duration", "POST", "/api/pool/load", opKey, stmt("-1", now), 400, "invalid_request", "statements[0].durationMs is -1; accepted: 0 to 86400000"},
+		tc{"load huge duration", "POST", "/api/pool/load", opKey, stmt("86400001", now), 400, "invalid_request", "statements[0].durationMs is 86400001"},
+		tc{"load fractional duration", "POST", "/api/pool/load", opKey, stmt("1.5", now), 400, "invalid_request", `field "statements.durationMs" must be a whole number`},
+		tc{"load no time", "POST", "/api/pool/load", opKey, `{` + ref + `,"statements":[{"durationMs":1}]}`, 400, "invalid_request", "statements[0].at is required; accepted: the RFC 3339 time"},
+		tc{"load bad time", "POST", "/api/pool/load", opKey, `{` + ref + `,"statements":[{"durationMs":1,"at":"yesterday"}]}`, 400, "invalid_request", `statements[0].at "yesterday" is not accepted; accepted: an RFC 3339 time such as`},
+		tc{"load old statement", "POST", "/api/pool/load", opKey, stmt("1", now.Add(-61*time.Minute)), 400, "invalid_request", "is more than 60 minutes before the server's time"},
+		tc{"load future statement", "POST", "/api/pool/load", opKey, stmt("1", now.Add(5*time.Minute)), 400, "invalid_request", "accepted: up to 1m0s ahead (check the reporter's clock)"},
+		tc{"load client key", "POST", "/api/pool/load", globexClient, `{"tenant":"globex","tenantDb":"db","pool":"p","statements":[]}`, 403, "forbidden", "admin key"},
+		// autoscaleStatus, nodes, events, metrics
+		tc{"status missing pool", "GET", "/api/pool/autoscaleStatus?tenant=acme&tenantDb=db", opKey, ``, 400, "invalid_request", "pool is required"},
+		tc{"status unknown pool", "GET", "/api/pool/autoscaleStatus?tenant=acme&tenantDb=db&pool=nope", opKey, ``, 404, "not_found", "pool acme/db/nope not found"},
+		tc{"status other tenant", "GET", "/api/pool/autoscaleStatus?tenant=acme&tenantDb=db&pool=p", globex, ``, 403, "forbidden", `may not touch tenant "acme"`},
+		tc{"status unknown param", "GET", "/api/pool/autoscaleStatus?tenant=acme&tenantDb=db&pool=p&verbose=1", opKey, ``, 400, "invalid_request", `verbose`},
+		tc{"nodes unknown pool", "GET", "/api/pool/nodes?tenant=acme&tenantDb=db&pool=nope", opKey, ``, 404, "not_found", "pool acme/db/nope not found"},
+		tc{"routable no index", "POST", "/api/pool/nodes/setRoutable", opKey, `{` + ref + `,"role":"readonly","routable":false}`, 400, "invalid_request", "index is required"},
+		tc{"routable negative index", "POST", "/api/pool/nodes/setRoutable", opKey, `{` + ref + `,"role":"readonly","index":-1,"routable":false}`, 400, "invalid_request", "index is required; accepted: a node index from 0"},
+		tc{"routable no flag", "POST", "/api/pool/nodes/setRoutable", opKey, `{` + ref + `,"role":"readonly","index":0}`, 400, "invalid_request", "routable is required; accepted: true or false"},
+		tc{"routable bad role", "POST", "/api/pool/nodes/setRoutable", opKey, `{` + ref + `,"role":"reader","index":0,"routable":false}`, 400, "invalid_request", `role "reader" is not a role; accepted: writeonly, readonly, dual`},
+		tc{"routable no such node", "POST", "/api/pool/nodes/setRoutable", opKey, `{` + ref + `,"role":"readonly","index":9,"routable":false}`, 404, "not_found", "pool acme/db/p has no readonly node 9"},
+		tc{"routable org key", "POST", "/api/pool/nodes/setRoutable", globex, `{` + ref + `,"role":"readonly","index":0,"routable":false}`, 403, "forbidden", "operator"},
+		tc{"events bad last id", "GET", "/api/events?lastEventId=abc", opKey, ``, 400, "invalid_request", `Last-Event-ID "abc" is not accepted`},
+		tc{"events other tenant", "GET", "/api/events?tenant=acme", globex, ``, 403, "forbidden", `may not touch tenant "acme"`},
+		tc{"metrics no key", "GET", "/metrics", "", ``, 401, "unauthorized", "no API key"},
+		tc{"metrics org key", "GET", "/metrics", globex, ``, 403, "forbidden", "operator"},
 		// create
 		tc{"create missing size", "POST", "/api/pool/create", opKey, `{"tenant":"acme","tenantDb":"db","pool":"n"}`, 400, "invalid_request", "size is required; accepted: 1 to 1024"},
 		tc{"create negative size", "POST", "/api/pool/create", opKey, `{"tenant":"acme","tenantDb":"db","pool":"n","size":-1}`, 400, "invalid_request", "size is -1; accepted: 1 to 1024"},
@@ -126,6 +162,8 @@ func unknownPoolBody(ep string) string {
 		return `{"tenant":"acme","tenantDb":"db","pool":"nope","minNodes":1,"maxNodes":2}`
 	case "scale":
 		return `{"tenant":"acme","tenantDb":"db","pool":"nope","targetSize":1}`
+	case "load":
+		return `{"tenant":"acme","tenantDb":"db","pool":"nope","statements":[{"durationMs":5,"at":"` + time.Now().UTC().Format(time.RFC3339) + `"}]}`
 	}
 	return fmt.Sprintf(`{"tenant":"acme","tenantDb":"db","pool":%q}`, "nope")
 }

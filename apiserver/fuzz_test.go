@@ -11,7 +11,7 @@ import (
 	"github.com/qodaperio/autoscale/internal/api"
 )
 
-var fuzzEndpoints = []string{"create", "setAutoscale", "scale", "suspend", "resume", "delete"}
+var fuzzEndpoints = []string{"create", "setAutoscale", "scale", "suspend", "resume", "delete", "load", "nodes/setRoutable"}
 
 // FuzzPoolRequests throws arbitrary bodies at every pool endpoint: whatever
 // comes in, the answer is a success or a known error code with a message,
@@ -27,6 +27,9 @@ func FuzzPoolRequests(f *testing.F) {
 		`{"tenant":"acme","tenantDb":"acme_sales","pool":"bi","size":-9223372036854775808,"cohorts":[{"name":"a","nodes":1},{"name":"a","nodes":1}]}`,
 		`{"tenant":"\u0000","tenantDb":"` + strings.Repeat("x", 100) + `","pool":"bi"}`,
 		`{"tenant":"acme","tenant":"evil","tenantDb":"d","pool":"p","size":1}`,
+		`{"tenant":"acme","tenantDb":"acme_sales","pool":"bi","statements":[{"durationMs":12,"at":"2026-11-30T20:00:00Z"}]}`,
+		`{"tenant":"acme","tenantDb":"acme_sales","pool":"bi","statements":[{"durationMs":-1,"at":"9999-99-99"}]}`,
+		`{"tenant":"acme","tenantDb":"acme_sales","pool":"bi","role":"dual","index":0,"routable":false}`,
 		`[]`, `null`, `"x"`, `{`, `{}{}`, ``,
 	}
 	for i, s := range seeds {
@@ -72,7 +75,7 @@ func FuzzQuery(f *testing.F) {
 	}
 	f.Cleanup(srv.Close)
 	f.Fuzz(func(t *testing.T, q string) {
-		for _, path := range []string{"/api/pool/get", "/api/pool/list", "/api/audit", "/api/tenant/get"} {
+		for _, path := range []string{"/api/pool/get", "/api/pool/list", "/api/audit", "/api/tenant/get", "/api/pool/autoscaleStatus", "/api/pool/nodes"} {
 			req := httptest.NewRequest(http.MethodGet, "http://x"+path, nil)
 			req.URL.RawQuery = q
 			req.Header.Set("X-API-Key", apiservertest.OperatorKey)

@@ -151,8 +151,10 @@ type LoadRequest struct {
 
 // Statement is one served statement: how long it ran and when it completed.
 type Statement struct {
-	DurationMs *int64     `json:"durationMs"`
-	At         *time.Time `json:"at"`
+	DurationMs *int64 `json:"durationMs"`
+	// At is an RFC 3339 time; the server parses it so that a bad one is
+	// reported with its index.
+	At *string `json:"at"`
 }
 
 // LoadResponse is the answer of POST /api/pool/load.
