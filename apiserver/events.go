@@ -80,6 +80,8 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 		select {
 		case <-r.Context().Done():
 			return nil
+		case <-s.closing:
+			return nil
 		case e, ok := <-sub.C:
 			if !ok {
 				// Cut off for falling behind: the client reconnects

@@ -8,6 +8,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -49,7 +50,13 @@ type Server struct {
 	sweeper   *sweeper
 	onSweep   func(SweepReport)
 	handler   http.Handler
+	// closing is closed by CloseStreams: event streams end.
+	closing   chan struct{}
+	closeOnce sync.Once
 }
+
+// CloseStreams ends every open event stream (at shutdown).
+func (s *Server) CloseStreams() { s.closeOnce.Do(func() { close(s.closing) }) }
 
 // nowClock is a clock whose time comes from a function; it waits on the
 // wall clock.
@@ -61,7 +68,7 @@ func (c nowClock) After(d time.Duration) <-chan time.Time { return time.After(d)
 // New returns the server. Serve its Handler and run RunSweeps beside it.
 func New(d Deps) *Server {
 	s := &Server{store: d.Store, autoscale: d.Autoscale, clock: d.Clock, log: d.Logger, nodes: d.Nodes,
-		load: qodload.NewRecorder(), events: events.NewBus(), onSweep: d.OnSweep}
+		load: qodload.NewRecorder(), events: events.NewBus(), onSweep: d.OnSweep, closing: make(chan struct{})}
 	if s.clock == nil {
 		s.clock = clock.Real{}
 		if d.Now != nil {

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -45,8 +46,15 @@ var listenRE = regexp.MustCompile(`autoscaled listening"? addr=(\S+)`)
 // says where it listens.
 func startServer(t *testing.T, bin, db string) (*exec.Cmd, *client.Client) {
 	t.Helper()
-	cmd := exec.Command(bin, "--listen", "127.0.0.1:0", "--database-url", db)
-	cmd.Env = append(os.Environ(), "QOD_API_KEY="+restartKey)
+	cmd, c, _ := startServerWith(t, bin, db, nil)
+	return cmd, c
+}
+
+// startServerWith also takes extra environment, and returns the address.
+func startServerWith(t *testing.T, bin, db string, env []string, args ...string) (*exec.Cmd, *client.Client, string) {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"--listen", "127.0.0.1:0", "--database-url", db}, args...)...)
+	cmd.Env = append(append(os.Environ(), "QOD_API_KEY="+restartKey), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -58,25 +66,31 @@ func startServer(t *testing.T, bin, db string) (*exec.Cmd, *client.Client) {
 	addr := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
+		var seen []string
 		for sc.Scan() {
 			if m := listenRE.FindStringSubmatch(sc.Text()); m != nil {
 				addr <- m[1]
-				break
+				io.Copy(io.Discard, stderr)
+				return
 			}
+			seen = append(seen, sc.Text())
 		}
-		io.Copy(io.Discard, stderr)
+		addr <- "exited: " + strings.Join(seen, "\n")
 	}()
 	select {
 	case a := <-addr:
+		if strings.HasPrefix(a, "exited: ") {
+			t.Fatalf("server stopped before listening:\n%s", a)
+		}
 		c, err := client.New(client.Options{Endpoint: "http://" + a, APIKey: restartKey, RetryMax: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return cmd, c
+		return cmd, c, a
 	case <-time.After(30 * time.Second):
 		t.Fatal("server did not start within 30s")
 	}
-	return nil, nil
+	return nil, nil, ""
 }
 
 // TestBandSurvivesSIGKILL kills the server the moment setAutoscale has

@@ -16,7 +16,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/qodaperio/autoscale/apiserver"
+	"github.com/qodaperio/autoscale/internal/clock"
 	"github.com/qodaperio/autoscale/internal/config"
+	"github.com/qodaperio/autoscale/internal/nodes"
 	"github.com/qodaperio/autoscale/internal/store/sqlite"
 )
 
@@ -26,43 +28,73 @@ const (
 )
 
 type serveOptions struct {
+	config   string
 	listen   string
 	database string
 	logLevel string
-}
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
+	// changed reports whether a flag was given on the command line.
+	changed func(name string) bool
 }
 
 func newServeCmd() *cobra.Command {
 	o := &serveOptions{}
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Serve the API (the default command)",
-		Long: `Serve the control plane's HTTP API until SIGINT or SIGTERM, then drain
-in-flight requests for up to 10 seconds and exit.
+		Short: "Serve the API and run the autoscale sweep (the default command)",
+		Long: `Serve the control plane's HTTP API and run the QoD autoscale sweep until
+SIGINT or SIGTERM, then drain in-flight requests for up to 10 seconds, stop
+the nodes the server started, and exit.
 
-Environment (flags win over it):
-  QOD_LISTEN_ADDR      address to listen on (default 127.0.0.1:20900)
-  QOD_DATABASE_URL     SQLite file path or sqlite:PATH (default ./autoscaled.db)
+Settings come from flags, the YAML file given with --config, the environment
+and the defaults, in that order of precedence (a flag beats the file, the
+file beats the environment). See docs/configuration.md for every key.
+
+Environment:
+  QOD_CONFIG           YAML config file (same as --config)
+  QOD_LISTEN_ADDR      address to listen on (default 127.0.0.1:20900); file key listen_addr
+  QOD_DATABASE_URL     SQLite file path or sqlite:PATH (default ./autoscaled.db); file key database_url
+  QOD_LOG_LEVEL        debug, info, warn or error (default info); file key log_level
   QOD_API_KEY          operator key to create on first start (default: random, printed once)
-  QOD_AUTOSCALE_*      autoscale settings; see docs/autoscale-settings.md`,
+  QOD_AUTOSCALE_*      autoscale settings; file keys quack-on-demand.autoscale.*
+  QOD_NODE_BACKEND     memory (default) or process; file key quack-on-demand.nodes.backend
+  QOD_NODE_COMMAND     the process backend's command template; quack-on-demand.nodes.command
+  QOD_NODE_STOP_GRACE_SEC  seconds between SIGTERM and SIGKILL (default 10); quack-on-demand.nodes.stopGraceSec`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			o.changed = func(name string) bool {
+				f := cmd.Flags().Lookup(name)
+				return f != nil && f.Changed
+			}
 			return serve(ctx, o, os.Getenv, os.Stderr)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.listen, "listen", envOr("QOD_LISTEN_ADDR", defaultListen), "address to listen on (QOD_LISTEN_ADDR)")
-	f.StringVar(&o.database, "database-url", envOr("QOD_DATABASE_URL", defaultDatabase), "SQLite file, or sqlite:PATH (QOD_DATABASE_URL)")
-	f.StringVar(&o.logLevel, "log-level", envOr("QOD_LOG_LEVEL", "info"), "debug, info, warn or error (QOD_LOG_LEVEL)")
+	f.StringVar(&o.config, "config", os.Getenv("QOD_CONFIG"), "YAML config file (QOD_CONFIG)")
+	f.StringVar(&o.listen, "listen", defaultListen, "address to listen on (QOD_LISTEN_ADDR, listen_addr)")
+	f.StringVar(&o.database, "database-url", defaultDatabase, "SQLite file, or sqlite:PATH (QOD_DATABASE_URL, database_url)")
+	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error (QOD_LOG_LEVEL, log_level)")
 	return cmd
+}
+
+// resolve picks a server setting: the flag when given, else the file's
+// key, else the variable, else the flag's default.
+func resolve(o *serveOptions, file *config.File, getenv func(string) string, flag, key, env, value string) (string, error) {
+	v, _, ok, err := file.Scalar(key) // read even when a flag wins: the key is known
+	if err != nil {
+		return "", err
+	}
+	if o.changed != nil && o.changed(flag) {
+		return value, nil
+	}
+	if ok {
+		return v, nil
+	}
+	if e := getenv(env); e != "" {
+		return e, nil
+	}
+	return value, nil
 }
 
 func sqlitePath(dsn string) (string, error) {
@@ -89,19 +121,56 @@ func parseLevel(s string) (slog.Level, error) {
 }
 
 func serve(ctx context.Context, o *serveOptions, getenv func(string) string, out *os.File) error {
+	var file *config.File
+	if o.config != "" {
+		var err error
+		if file, err = config.ReadFile(o.config); err != nil {
+			return err
+		}
+	}
+	var err error
+	if o.logLevel, err = resolve(o, file, getenv, "log-level", "log_level", "QOD_LOG_LEVEL", o.logLevel); err != nil {
+		return err
+	}
+	if o.listen, err = resolve(o, file, getenv, "listen", "listen_addr", "QOD_LISTEN_ADDR", o.listen); err != nil {
+		return err
+	}
+	if o.database, err = resolve(o, file, getenv, "database-url", "database_url", "QOD_DATABASE_URL", o.database); err != nil {
+		return err
+	}
 	level, err := parseLevel(o.logLevel)
 	if err != nil {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: level}))
-	settings, err := config.AutoscaleFromEnv(getenv)
+	settings, _, err := config.LoadAutoscale(file, getenv)
 	if err != nil {
+		return err
+	}
+	nodeSettings, _, err := config.LoadNodes(file, getenv)
+	if err != nil {
+		return err
+	}
+	if err := file.Unknown(); err != nil {
 		return err
 	}
 	path, err := sqlitePath(o.database)
 	if err != nil {
 		return err
 	}
+	var backend nodes.Backend = nodes.NewMemory()
+	if nodeSettings.Backend == "process" {
+		if backend, err = nodes.NewProcess(nodes.ProcessOptions{Command: nodeSettings.Command, Grace: nodeSettings.StopGrace, Stderr: out}); err != nil {
+			return err
+		}
+	}
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), nodeSettings.StopGrace+5*time.Second)
+		defer cancel()
+		if err := backend.Close(stopCtx); err != nil {
+			log.Warn("stopping nodes", "err", err)
+		}
+	}()
 	st, err := sqlite.Open(ctx, path)
 	if err != nil {
 		return err
@@ -114,19 +183,33 @@ func serve(ctx context.Context, o *serveOptions, getenv func(string) string, out
 	if secret != "" && getenv("QOD_API_KEY") == "" {
 		fmt.Fprintf(out, "\nOperator API key (shown once, keep it safe):\n\n    %s\n\n", secret)
 	}
+	server := apiserver.New(apiserver.Deps{Store: st, Autoscale: settings, Clock: clock.Real{}, Logger: log, Nodes: backend})
+	if err := server.RestoreNodes(ctx); err != nil {
+		return fmt.Errorf("start the stored pools' nodes: %w", err)
+	}
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s (QOD_LISTEN_ADDR): %w", o.listen, err)
 	}
 	srv := &http.Server{
-		Handler:           apiserver.NewServer(apiserver.Deps{Store: st, Autoscale: settings, Now: time.Now, Logger: log}),
+		Handler:           server.Handler(),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// No WriteTimeout: /api/events streams for as long as the client
+		// stays; it sets its own write deadline per event instead.
+		IdleTimeout: 120 * time.Second,
+		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	log.Info("autoscaled listening", "addr", ln.Addr().String(), "database", path, "hardCap", settings.HardCap)
+	// Event streams never go idle by themselves: end them when shutdown
+	// starts, so that draining waits only for real requests.
+	srv.RegisterOnShutdown(server.CloseStreams)
+	log.Info("autoscaled listening", "addr", ln.Addr().String(), "database", path, "hardCap", settings.HardCap,
+		"sweepSeconds", settings.SweepSeconds, "autoscale", settings.Enabled, "nodes", nodeSettings.Backend)
+	sweepCtx, stopSweeps := context.WithCancel(context.Background())
+	sweepsDone := make(chan struct{})
+	go func() { defer close(sweepsDone); _ = server.RunSweeps(sweepCtx) }()
+	defer func() { stopSweeps(); <-sweepsDone }()
+
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -139,6 +222,10 @@ func serve(ctx context.Context, o *serveOptions, getenv func(string) string, out
 	defer cancel()
 	if err := srv.Shutdown(shutCtx); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
+	}
+	// Closed minutes not yet flushed are written before exit.
+	if _, err := server.FlushLoad(context.Background(), time.Now().Add(time.Minute)); err != nil {
+		log.Warn("final load flush failed", "err", err)
 	}
 	log.Info("stopped")
 	return nil

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/qodaperio/autoscale/internal/api"
+)
+
+func TestConfigFileErrorsStopStartup(t *testing.T) {
+	bin := buildServer(t)
+	dir := t.TempDir()
+	cases := map[string]string{
+		"quack-on-demand:\n  autoscale:\n    hardCap: 0\n":    `line 3: quack-on-demand.autoscale.hardCap is "0"; accepted: a whole number from 1 to 1024`,
+		"quack-on-demand:\n  autoscale:\n    sweepSecs: 30\n": "unknown key(s) quack-on-demand.autoscale.sweepSecs (line 3)",
+		"quack-on-demand:\n  nodes:\n    backend: docker\n":   `quack-on-demand.nodes.backend is "docker"; accepted: memory or process`,
+		"listen_addr: [a, b]\n":                               "listen_addr must be a single value, not a list",
+		"log_level: loud\n":                                   `QOD_LOG_LEVEL "loud"; accepted: debug, info, warn, error`,
+		"quack-on-demand: {autoscale: {enabled: true}\n":      "server.yaml",
+	}
+	for text, want := range cases {
+		path := filepath.Join(dir, "server.yaml")
+		os.WriteFile(path, []byte(text), 0o600)
+		cmd := exec.Command(bin, "--config", path, "--database-url", filepath.Join(dir, "x.db"))
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), want) {
+			t.Errorf("%q: got %v: %s\nwant %q", text, err, out, want)
+		}
+	}
+}
+
+// The file wins over the environment, and a flag over the file.
+func TestConfigFilePrecedence(t *testing.T) {
+	bin := buildServer(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "server.yaml")
+	os.WriteFile(path, []byte("quack-on-demand:\n  autoscale:\n    hardCap: 9\n    sweepSeconds: 45\nlisten_addr: 127.0.0.1:1\n"), 0o600)
+	// --listen beats listen_addr (port 1 would fail); the file's hardCap
+	// beats the environment's.
+	_, c, _ := startServerWith(t, bin, filepath.Join(dir, "p.db"), []string{"QOD_AUTOSCALE_HARD_CAP=12", "QOD_AUTOSCALE_SWEEP_SEC=300"}, "--config", path)
+	cfg, err := c.AutoscaleConfig(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.HardCap != 9 || cfg.SweepSeconds != 45 {
+		t.Fatalf("effective settings %+v, want hardCap 9 and sweepSeconds 45 from the file", cfg)
+	}
+}
+
+// With the process backend every node is a child of the server: a pool's
+// nodes start with it, come back after a restart, and stop with the server.
+func TestProcessBackendNodesLiveAndDieWithTheServer(t *testing.T) {
+	bin := buildServer(t)
+	dir := t.TempDir()
+	db := filepath.Join(dir, "n.db")
+	env := []string{"QOD_NODE_BACKEND=process", "QOD_NODE_STOP_GRACE_SEC=2",
+		"QOD_NODE_COMMAND=echo $$ >> " + dir + "/pids; exec sleep 600"}
+	cmd, c, _ := startServerWith(t, bin, db, env)
+	ref := api.PoolRef{Tenant: "acme", TenantDB: "db", Pool: "p"}
+	if _, err := c.CreatePool(context.Background(), api.CreatePoolRequest{PoolRef: ref, Size: ptr(2)}); err != nil {
+		t.Fatal(err)
+	}
+	stopAndCheck := func(want int) {
+		t.Helper()
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("exit after SIGTERM: %v", err)
+		}
+		pids := readPids(t, filepath.Join(dir, "pids"))
+		if len(pids) != want {
+			t.Fatalf("%d nodes were started, want %d", len(pids), want)
+		}
+		for _, pid := range pids {
+			if syscall.Kill(pid, 0) == nil {
+				t.Fatalf("node pid %d outlived the server", pid)
+			}
+		}
+	}
+	stopAndCheck(2)
+	cmd, _, _ = startServerWith(t, bin, db, env)
+	stopAndCheck(4) // the restart started the stored pool's two nodes again
+}
+
+func readPids(t *testing.T, path string) []int {
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var pids []int
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		pid, err := strconv.Atoi(strings.TrimSpace(sc.Text()))
+		if err != nil {
+			t.Fatalf("pid file line %q", sc.Text())
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// An open event stream does not hold up a graceful shutdown.
+func TestShutdownEndsEventStreams(t *testing.T) {
+	bin := buildServer(t)
+	cmd, _, addr := startServerWith(t, bin, filepath.Join(t.TempDir(), "e.db"), nil)
+	req, _ := http.NewRequest("GET", "http://"+addr+"/api/events", nil)
+	req.Header.Set("X-API-Key", restartKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("stream: %v %v", err, resp)
+	}
+	defer resp.Body.Close()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit with a stream open: %v", err)
+		}
+	case <-time.After(8 * time.Second):
+		t.Fatal("shutdown waited on the event stream")
+	}
+}
