@@ -143,7 +143,7 @@ func (s *Server) autoscaleStatus(w http.ResponseWriter, r *http.Request) error {
 	if p.Band != nil {
 		out.MinNodes, out.MaxNodes = &p.Band.Min, &p.Band.Max
 	}
-	sw, lastAt := s.sweeper.get(k)
+	sw, actionErr, lastAt := s.sweeper.get(k)
 	switch {
 	case p.Band == nil:
 		out.Rule, out.RuleCode = "no band: the sweep leaves this pool alone; set one with pool/setAutoscale", "no_band"
@@ -156,13 +156,13 @@ func (s *Server) autoscaleStatus(w http.ResponseWriter, r *http.Request) error {
 		}
 	default:
 		d := sw.Decision
-		out.SweptAt = timePtr(sw.At.UTC())
+		out.SweptAt = timePtr(lastAt.UTC())
 		out.Rule, out.RuleCode = d.Rule(), d.Why.String()
 		out.From, out.To = d.From, d.To
 		if d.Acts() {
-			out.Decision = string(d.Direction)
+			out.Decision = d.Direction.String()
 		}
-		out.Acted, out.ActionError = sw.Acted, sw.ActionError
+		out.Acted, out.ActionError = sw.Acted, actionErr
 		out.Demand, out.Capacity = d.Demand, max(d.Capacity, 0)
 		if !math.IsNaN(d.Utilization) {
 			u := d.Utilization

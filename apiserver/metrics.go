@@ -44,8 +44,8 @@ func newMetrics(s *Server) *metrics {
 		}),
 	}
 	for _, d := range []qodengine.Direction{qodengine.Out, qodengine.In} {
-		m.actions.WithLabelValues(string(d))
-		m.failures.WithLabelValues(string(d))
+		m.actions.WithLabelValues(d.String())
+		m.failures.WithLabelValues(d.String())
 	}
 	m.registry.MustRegister(m.actions, m.failures, m.sweepTime, m.sweepPools, m.statements,
 		&poolCollector{s: s}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -58,8 +58,8 @@ func (m *metrics) sweepDone(r SweepReport) {
 	m.sweepPools.Set(float64(r.Pools))
 }
 
-func (m *metrics) action(d qodengine.Direction)  { m.actions.WithLabelValues(string(d)).Inc() }
-func (m *metrics) failure(d qodengine.Direction) { m.failures.WithLabelValues(string(d)).Inc() }
+func (m *metrics) action(d qodengine.Direction)  { m.actions.WithLabelValues(d.String()).Inc() }
+func (m *metrics) failure(d qodengine.Direction) { m.failures.WithLabelValues(d.String()).Inc() }
 
 // poolCollector reports the per-pool gauges from the last sweep at scrape
 // time, so a sweep over many pools sets no gauge.
@@ -80,7 +80,10 @@ func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
-	for k, sw := range c.s.sweeper.snapshot() {
+	r := c.s.sweeper.result()
+	for i := range r.pools {
+		sw := &r.pools[i]
+		k := r.view[i].Pool.Key
 		id := k.String()
 		d := sw.Decision
 		if !math.IsNaN(d.Utilization) {

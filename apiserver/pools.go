@@ -337,7 +337,6 @@ func (s *Server) deletePool(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.load.Forget(k)
-	s.sweeper.forget(k)
 	return writeJSON(w, http.StatusOK, map[string]string{"deleted": k.String()})
 }
 

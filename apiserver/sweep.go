@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
@@ -36,44 +37,63 @@ type SweepReport struct {
 	Err      error
 }
 
-// swept is what the last sweep saw and decided for one pool.
+// swept is what the last sweep saw and decided for one pool. It holds no
+// pointer, so a sweep's 100k of them cost the garbage collector nothing.
 type swept struct {
-	At          time.Time
-	Decision    qodengine.Decision
-	Unroutable  int
-	Acted       bool
-	ActionError string
-	Size        int
+	Decision   qodengine.Decision
+	Unroutable int32
+	Size       int32
+	Acted      bool
 }
 
-// sweeper keeps the last sweep's decisions for the status endpoint and the
-// metrics. The map is replaced whole at the end of a sweep, under a lock held
-// only for the swap.
+// sweepResult is one sweep's decisions, kept for the status endpoint and the
+// metrics until the next sweep replaces it: pools[i] is the decision for
+// view[i]. The index by key is built on first use, so a sweep that nobody
+// asks about builds none.
+type sweepResult struct {
+	at     time.Time
+	view   []store.SweepRow
+	pools  []swept
+	errors map[int]string // why an action failed, by position
+	once   sync.Once
+	index  map[pool.Key]int
+}
+
+func (r *sweepResult) find(k pool.Key) (*swept, string) {
+	r.once.Do(func() {
+		r.index = make(map[pool.Key]int, len(r.view))
+		for i := range r.view {
+			r.index[r.view[i].Pool.Key] = i
+		}
+	})
+	if i, ok := r.index[k]; ok {
+		return &r.pools[i], r.errors[i]
+	}
+	return nil, ""
+}
+
+// sweeper holds the last sweep's result; it is replaced whole at the end of a
+// sweep, under a lock held only for the swap.
 type sweeper struct {
-	mu     sync.Mutex
-	last   map[pool.Key]*swept
-	lastAt time.Time
-	run    sync.Mutex // one sweep at a time
+	mu   sync.Mutex
+	last *sweepResult
+	run  sync.Mutex // one sweep at a time
 }
 
-func newSweeper() *sweeper { return &sweeper{last: map[pool.Key]*swept{}} }
+func newSweeper() *sweeper { return &sweeper{last: &sweepResult{}} }
 
-func (w *sweeper) get(k pool.Key) (*swept, time.Time) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.last[k], w.lastAt
-}
-
-func (w *sweeper) forget(k pool.Key) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	delete(w.last, k)
-}
-
-func (w *sweeper) snapshot() map[pool.Key]*swept {
+func (w *sweeper) result() *sweepResult {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.last
+}
+
+// get returns the pool's last decision (nil: not in the last sweep), why
+// its action failed if it did, and when the last sweep ran.
+func (w *sweeper) get(k pool.Key) (*swept, string, time.Time) {
+	r := w.result()
+	sw, actionErr := r.find(k)
+	return sw, actionErr, r.at
 }
 
 // nextSweep is the first sweep time after now: sweeps run at whole multiples
@@ -155,25 +175,21 @@ func (s *Server) Sweep(ctx context.Context, now time.Time) SweepReport {
 	}
 	rep.Pools = len(view)
 	settings := s.autoscale
-	decided := make(map[pool.Key]*swept, len(view))
+	result := &sweepResult{at: now, view: view, errors: map[int]string{}}
+	var moved []int
+	result.pools, moved = decide(&settings, view, s.nodes.Unroutable(), now)
 	var changed []store.StateRow
-	for i := range view {
-		row := &view[i]
-		p := &row.Pool
-		obs := qodengine.Observation{Band: *p.Band, Suspended: p.Suspended,
-			Writeonly: p.Roles.Writeonly, Readonly: p.Roles.Readonly, Dual: p.Roles.Dual,
-			MaxConcurrentPerNode: p.MaxConcurrentPerNode, UnroutableReaders: s.nodes.UnroutableReaders(p.Key),
-			Demand: qodengine.Demand(row.StatementMs, settings.WindowMinutes)}
-		st := row.State.State
-		d := qodengine.Step(&settings, &st, &obs, now)
-		rec := &swept{At: now, Decision: d, Unroutable: obs.UnroutableReaders, Size: obs.Size()}
-		decided[p.Key] = rec
-		if d.Acts() {
-			s.act(ctx, row, &obs, d, st, rec, &rep, &changed)
+	for _, i := range moved {
+		rec, row := &result.pools[i], &view[i]
+		if !rec.Decision.Acts() {
+			changed = append(changed, row.State)
 			continue
 		}
-		if st != row.State.State {
-			changed = append(changed, store.StateRow{Key: p.Key, State: st, Version: row.State.Version})
+		if failed := s.act(ctx, row, rec, &rep); failed != "" {
+			result.errors[i] = failed
+			if failed != errPoolMoved.Error() {
+				changed = append(changed, row.State)
+			}
 		}
 	}
 	if skipped, err := s.store.SaveAutoscaleStates(ctx, changed); err != nil {
@@ -183,50 +199,103 @@ func (s *Server) Sweep(ctx context.Context, now time.Time) SweepReport {
 		s.log.Debug("autoscale: states changed by a person during the sweep were kept", "pools", skipped)
 	}
 	s.sweeper.mu.Lock()
-	s.sweeper.last, s.sweeper.lastAt = decided, now
+	s.sweeper.last = result
 	s.sweeper.mu.Unlock()
 	return rep
 }
 
-// act takes one scale action through the same gate as a manual scale.
-func (s *Server) act(ctx context.Context, row *store.SweepRow, obs *qodengine.Observation, d qodengine.Decision,
-	st qodengine.State, rec *swept, rep *SweepReport, changed *[]store.StateRow) {
+// decide is the sweep's decision pass: the engine over every banded pool of
+// the view, split over the available cores, with no lock held. Each pool's
+// new state is written into its view row; moved lists, in order, the pools
+// whose state changed or that are to act.
+func decide(settings *qodengine.Settings, view []store.SweepRow, unroutable map[pool.Key]int, now time.Time) (out []swept, moved []int) {
+	out = make([]swept, len(view))
+	parts := min(runtime.GOMAXPROCS(0), max(1, len(view)/decideChunk))
+	if parts == 1 {
+		return out, decideRange(settings, view, out, 0, len(view), unroutable, now, nil)
+	}
+	movedBy := make([][]int, parts)
+	var wg sync.WaitGroup
+	for p := range parts {
+		lo, hi := len(view)*p/parts, len(view)*(p+1)/parts
+		wg.Go(func() { movedBy[p] = decideRange(settings, view, out, lo, hi, unroutable, now, nil) })
+	}
+	wg.Wait()
+	for _, m := range movedBy {
+		moved = append(moved, m...)
+	}
+	return out, moved
+}
+
+// decideChunk is the fewest pools worth a goroutine of their own.
+const decideChunk = 4096
+
+func decideRange(settings *qodengine.Settings, view []store.SweepRow, out []swept, lo, hi int,
+	unroutable map[pool.Key]int, now time.Time, moved []int) []int {
+	for i := lo; i < hi; i++ {
+		row := &view[i]
+		p := &row.Pool
+		obs := qodengine.Observation{Band: *p.Band, Suspended: p.Suspended,
+			Writeonly: p.Roles.Writeonly, Readonly: p.Roles.Readonly, Dual: p.Roles.Dual,
+			MaxConcurrentPerNode: p.MaxConcurrentPerNode,
+			Demand:               qodengine.Demand(row.StatementMs, settings.WindowMinutes)}
+		if len(unroutable) > 0 {
+			obs.UnroutableReaders = unroutable[p.Key]
+		}
+		before := row.State.State
+		d := qodengine.Step(settings, &row.State.State, &obs, now)
+		out[i] = swept{Decision: d, Unroutable: int32(obs.UnroutableReaders), Size: int32(obs.Size())}
+		if d.Acts() || row.State.State != before {
+			moved = append(moved, i)
+		}
+	}
+	return moved
+}
+
+// act takes one scale action through the same gate as a manual scale. It
+// returns why the action did not take effect ("" when it did), and leaves in
+// row.State the state to save for a failure.
+func (s *Server) act(ctx context.Context, row *store.SweepRow, rec *swept, rep *SweepReport) string {
 	k := row.Pool.Key
-	target := qodengine.Target(*obs, d)
+	d := rec.Decision
+	p := &row.Pool
+	st := row.State.State
+	target := qodengine.Target(qodengine.Observation{Writeonly: p.Roles.Writeonly, Readonly: p.Roles.Readonly, Dual: p.Roles.Dual}, d)
 	util := d.Utilization
 	rule := d.Rule()
 	_, err := s.mutate(ctx, k, mutation{
 		actor: ActorAutoscale, action: "pool.scale", version: row.Pool.Version, reason: rule,
 		change: func(p *pool.Pool) (map[string]any, error) {
 			p.Roles = target
-			return map[string]any{"direction": string(d.Direction), "targetSize": d.To,
+			return map[string]any{"direction": d.Direction.String(), "targetSize": d.To,
 				"utilization": round2(util), "rule": rule}, nil
 		},
 		engine: func(_ qodengine.State, now time.Time) qodengine.State { return qodengine.Succeeded(st, now) },
 	})
 	switch {
 	case err == nil:
-		rec.Acted, rec.Size = true, d.To
+		rec.Acted, rec.Size = true, int32(d.To)
 		rep.Actions++
 		s.metrics.action(d.Direction)
 		s.log.Info(fmt.Sprintf("autoscale: %s %s %d -> %d util=%.2f", k, d.Direction, d.From, d.To, util))
+		return ""
 	case errors.Is(err, errPoolMoved):
 		// A person or another replica changed the pool after the sweep
 		// read it; the next sweep decides on the new state.
-		rec.ActionError = errPoolMoved.Error()
 		rep.Skipped++
-	default:
-		next, backoff := qodengine.Failed(&s.autoscale, st)
-		*changed = append(*changed, store.StateRow{Key: k, State: next, Version: row.State.Version})
-		rec.ActionError = errorText(err)
-		rep.Failures++
-		s.metrics.failure(d.Direction)
-		decision := fmt.Sprintf("failure %d of %d; the next sweep retries", next.Failures, qodengine.FailuresBeforeBackoff)
-		if backoff {
-			decision = fmt.Sprintf("%d failures in a row: skipping the pool for %d sweeps", qodengine.FailuresBeforeBackoff, next.BackoffLeft)
-		}
-		s.log.Warn(fmt.Sprintf("autoscale: %s %s %d -> %d failed: %s; %s", k, d.Direction, d.From, d.To, rec.ActionError, decision))
+		return errPoolMoved.Error()
 	}
+	next, backoff := qodengine.Failed(&s.autoscale, st)
+	row.State.State = next
+	reason := errorText(err)
+	rep.Failures++
+	s.metrics.failure(d.Direction)
+	decision := fmt.Sprintf("failure %d of %d; the next sweep retries", next.Failures, qodengine.FailuresBeforeBackoff)
+	if backoff {
+		decision = fmt.Sprintf("%d failures in a row: skipping the pool for %d sweeps", qodengine.FailuresBeforeBackoff, next.BackoffLeft)
+	}
+	s.log.Warn(fmt.Sprintf("autoscale: %s %s %d -> %d failed: %s; %s", k, d.Direction, d.From, d.To, reason, decision))
+	return reason
 }
 
 func errorText(err error) string {

@@ -55,6 +55,20 @@ func (m *Memory) UnroutableReaders(k pool.Key) int {
 	return n
 }
 
+func (m *Memory) Unroutable() map[pool.Key]int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[pool.Key]int{}
+	for k, ns := range m.pools {
+		for _, n := range ns {
+			if isReader(n.Role) && !n.Routable {
+				out[k]++
+			}
+		}
+	}
+	return out
+}
+
 func (m *Memory) Nodes(k pool.Key) []Node {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -43,6 +43,9 @@ type Backend interface {
 	// UnroutableReaders counts k's readonly and dual nodes that are not
 	// routable.
 	UnroutableReaders(k pool.Key) int
+	// Unroutable is the same for every pool at once, listing only pools
+	// that have an unroutable reader: a sweep asks once, not per pool.
+	Unroutable() map[pool.Key]int
 	// Nodes lists k's nodes by role and index.
 	Nodes(k pool.Key) []Node
 	// Close stops every node.

@@ -26,8 +26,8 @@ func TestMemoryKeepsMarksOfNodesThatStay(t *testing.T) {
 	if err := m.SetRoutable(bi, Writeonly, 0, false); err != nil {
 		t.Fatal(err)
 	}
-	if got := m.UnroutableReaders(bi); got != 1 {
-		t.Fatalf("unroutable readers %d, want 1 (a writer carries no read capacity)", got)
+	if got := m.UnroutableReaders(bi); got != 1 || m.Unroutable()[bi] != 1 || len(m.Unroutable()) != 1 {
+		t.Fatalf("unroutable readers %d (%v), want 1 (a writer carries no read capacity)", got, m.Unroutable())
 	}
 	// Growing keeps the mark; shrinking past the marked node drops it.
 	m.Apply(ctx, bi, pool.Roles{Writeonly: 1, Readonly: 3, Dual: 1})
@@ -94,7 +94,7 @@ while :; do sleep 1; done`
 		t.Fatalf("nodes %v", nodes)
 	}
 	waitExit(t, p, bi, Readonly, 1)
-	if got := p.UnroutableReaders(bi); got != 1 {
+	if got := p.UnroutableReaders(bi); got != 1 || p.Unroutable()[bi] != 1 {
 		t.Fatalf("a crashed reader: %d unroutable, want 1; nodes %v", got, p.Nodes(bi))
 	}
 	for _, n := range p.Nodes(bi) {

@@ -187,6 +187,20 @@ func (p *Process) UnroutableReaders(k pool.Key) int {
 	return n
 }
 
+func (p *Process) Unroutable() map[pool.Key]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[pool.Key]int{}
+	for k, cs := range p.pools {
+		for _, c := range cs {
+			if isReader(c.node.Role) && !c.node.Routable {
+				out[k]++
+			}
+		}
+	}
+	return out
+}
+
 func (p *Process) Nodes(k pool.Key) []Node {
 	p.mu.Lock()
 	defer p.mu.Unlock()

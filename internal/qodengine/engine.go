@@ -59,14 +59,26 @@ func (o Observation) Size() int {
 	return o.Writeonly + o.Readonly + o.Dual
 }
 
-// Direction of an action.
-type Direction string
+// Direction of an action. A small integer, not a string, so that a sweep's
+// decisions hold no pointers for the garbage collector to scan.
+type Direction uint8
 
 const (
-	None Direction = ""
-	Out  Direction = "out"
-	In   Direction = "in"
+	None Direction = iota
+	Out
+	In
 )
+
+// String is "out", "in", or "" for no action.
+func (d Direction) String() string {
+	switch d {
+	case Out:
+		return "out"
+	case In:
+		return "in"
+	}
+	return ""
+}
 
 // Decision is what one sweep decided for one pool, and why.
 type Decision struct {

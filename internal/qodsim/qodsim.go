@@ -258,7 +258,7 @@ func Run(sc *Scenario, s *qodengine.Settings, emit func(Line)) {
 			Dual: p.Roles.Dual, MaxConcurrentPerNode: p.MaxConcurrentPerNode, UnroutableReaders: unroutable, Demand: window(sec)}
 		d, next := qodengine.Decide(s, st, o, at(sec))
 		l := line(sec)
-		l.Direction, l.Rule, l.Demand, l.Capacity = string(d.Direction), d.Rule(), round(d.Demand), d.Capacity
+		l.Direction, l.Rule, l.Demand, l.Capacity = d.Direction.String(), d.Rule(), round(d.Demand), d.Capacity
 		if !math.IsNaN(d.Utilization) {
 			u := round(d.Utilization)
 			l.Utilization = &u
