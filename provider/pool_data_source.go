@@ -3,10 +3,12 @@ package provider
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -40,6 +42,81 @@ type poolModel struct {
 	Dual                 types.Int64  `tfsdk:"dual"`
 	MaxConcurrentPerNode types.Int64  `tfsdk:"max_concurrent_per_node"`
 	Cohorts              types.List   `tfsdk:"cohorts"`
+}
+
+// poolDataModel is qod_pool: the pool and what the autoscale sweep made of
+// it.
+type poolDataModel struct {
+	poolModel
+	Autoscale types.Object `tfsdk:"autoscale"`
+}
+
+// autoscaleModel is the qod_pool autoscale block: GET /api/pool/autoscaleStatus.
+type autoscaleModel struct {
+	Enabled            types.Bool    `tfsdk:"enabled"`
+	SweptAt            types.String  `tfsdk:"swept_at"`
+	Decision           types.String  `tfsdk:"decision"`
+	Rule               types.String  `tfsdk:"rule"`
+	RuleCode           types.String  `tfsdk:"rule_code"`
+	Demand             types.Float64 `tfsdk:"demand"`
+	Capacity           types.Float64 `tfsdk:"capacity"`
+	Utilization        types.Float64 `tfsdk:"utilization"`
+	OutStreak          types.Int64   `tfsdk:"out_streak"`
+	OutStreakNeeded    types.Int64   `tfsdk:"out_streak_needed"`
+	InStreak           types.Int64   `tfsdk:"in_streak"`
+	InStreakNeeded     types.Int64   `tfsdk:"in_streak_needed"`
+	OutCooldownLeftSec types.Int64   `tfsdk:"out_cooldown_left_sec"`
+	InCooldownLeftSec  types.Int64   `tfsdk:"in_cooldown_left_sec"`
+	Failures           types.Int64   `tfsdk:"failures"`
+	BackoffSweepsLeft  types.Int64   `tfsdk:"backoff_sweeps_left"`
+	UnroutableReaders  types.Int64   `tfsdk:"unroutable_readers"`
+}
+
+func autoscaleAttributes() map[string]schema.Attribute {
+	i := func(d string) schema.Attribute { return schema.Int64Attribute{Computed: true, MarkdownDescription: d} }
+	f := func(d string) schema.Attribute {
+		return schema.Float64Attribute{Computed: true, MarkdownDescription: d}
+	}
+	str := func(d string) schema.Attribute { return schema.StringAttribute{Computed: true, MarkdownDescription: d} }
+	return map[string]schema.Attribute{
+		"enabled":               schema.BoolAttribute{Computed: true, MarkdownDescription: "The server's kill switch (`quack-on-demand.autoscale.enabled`)."},
+		"swept_at":              str("When the last sweep that decided on this pool ran (RFC 3339); null before the first."),
+		"decision":              str("What that sweep decided: `out`, `in` or `hold`."),
+		"rule":                  str("Why, in words: the rule that moved the pool or held it still, e.g. `in out cooldown: 42 s left`, `at maxNodes 6`, `last reader: ...`."),
+		"rule_code":             str("The same rule as a stable code, e.g. `out_cooldown`, `at_max_nodes`, `last_reader`, `no_band`, `disabled`."),
+		"demand":                f("Average statements in flight over the load window."),
+		"capacity":              f("Statements the routable read-capable nodes take at once; 0 when unknown."),
+		"utilization":           f("Demand over capacity; null while capacity is unknown."),
+		"out_streak":            i("Consecutive sweeps at or above the high watermark."),
+		"out_streak_needed":     i("Sweeps the out streak needs before a node is added (`outStreak`)."),
+		"in_streak":             i("Consecutive sweeps at or below the low watermark."),
+		"in_streak_needed":      i("Sweeps the in streak needs before a node is removed (`inStreak`)."),
+		"out_cooldown_left_sec": i("Seconds until a scale-out is allowed again (after any action or a resume)."),
+		"in_cooldown_left_sec":  i("Seconds until a scale-in is allowed again."),
+		"failures":              i("Failed actions in a row (three start failure backoff)."),
+		"backoff_sweeps_left":   i("Sweeps the pool still sits out after repeated failures."),
+		"unroutable_readers":    i("Read-capable nodes the node backend reports as not routable; they carry no capacity."),
+	}
+}
+
+func autoscaleModelOf(st *api.AutoscaleStatus) autoscaleModel {
+	m := autoscaleModel{
+		Enabled: types.BoolValue(st.Enabled), SweptAt: types.StringNull(), Decision: types.StringValue(st.Decision),
+		Rule: types.StringValue(st.Rule), RuleCode: types.StringValue(st.RuleCode),
+		Demand: types.Float64Value(st.Demand), Capacity: types.Float64Value(st.Capacity), Utilization: types.Float64Null(),
+		OutStreak: types.Int64Value(int64(st.OutStreak.Count)), OutStreakNeeded: types.Int64Value(int64(st.OutStreak.Needed)),
+		InStreak: types.Int64Value(int64(st.InStreak.Count)), InStreakNeeded: types.Int64Value(int64(st.InStreak.Needed)),
+		OutCooldownLeftSec: types.Int64Value(int64(st.OutCooldownLeft)), InCooldownLeftSec: types.Int64Value(int64(st.InCooldownLeft)),
+		Failures: types.Int64Value(int64(st.Failures)), BackoffSweepsLeft: types.Int64Value(int64(st.BackoffSweepsLeft)),
+		UnroutableReaders: types.Int64Value(int64(st.UnroutableReaders)),
+	}
+	if st.SweptAt != nil {
+		m.SweptAt = types.StringValue(st.SweptAt.UTC().Format(time.RFC3339))
+	}
+	if st.Utilization != nil {
+		m.Utilization = types.Float64Value(*st.Utilization)
+	}
+	return m
 }
 
 func optionalInt(v *int) types.Int64 {
@@ -99,8 +176,13 @@ func (d *poolDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, r
 		a.Validators = []validator.String{poolNameValidator{}}
 		attrs[name] = a
 	}
+	attrs["autoscale"] = schema.SingleNestedAttribute{
+		Computed:            true,
+		MarkdownDescription: "What the last autoscale sweep saw and decided for the pool, and why; streaks, cooldowns and backoff as they stand at read time.",
+		Attributes:          autoscaleAttributes(),
+	}
 	resp.Schema = schema.Schema{
-		MarkdownDescription: "Reads one QoD pool: its size, role distribution and autoscale band.",
+		MarkdownDescription: "Reads one QoD pool: its size, role distribution, autoscale band, and the autoscaler's explanation of its last decision.",
 		Attributes:          attrs,
 	}
 }
@@ -115,7 +197,7 @@ func (d *poolDataSource) Configure(_ context.Context, req datasource.ConfigureRe
 }
 
 func (d *poolDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
-	var m poolModel
+	var m poolDataModel
 	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
 	if resp.Diagnostics.HasError() {
 		return
@@ -129,6 +211,25 @@ func (d *poolDataSource) Read(ctx context.Context, req datasource.ReadRequest, r
 		resp.Diagnostics.AddError("Cannot read the pool", err.Error())
 		return
 	}
-	out := poolModelOf(p)
+	st, err := d.data.client.AutoscaleStatus(ctx, p.Tenant, p.TenantDB, p.Pool)
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot read the pool's autoscale status", err.Error())
+		return
+	}
+	out := poolDataModel{poolModel: poolModelOf(p)}
+	var diags diag.Diagnostics
+	out.Autoscale, diags = types.ObjectValueFrom(ctx, autoscaleObjectType(), autoscaleModelOf(st))
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &out)...)
+}
+
+func autoscaleObjectType() map[string]attr.Type {
+	types := map[string]attr.Type{}
+	for name, a := range autoscaleAttributes() {
+		types[name] = a.GetType()
+	}
+	return types
 }

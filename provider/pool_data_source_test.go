@@ -1,8 +1,10 @@
 package provider
 
 import (
+	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
@@ -19,7 +21,22 @@ func TestAccPoolDataSource(t *testing.T) {
 		RoleDistribution: &api.Roles{Writeonly: 1, Readonly: 2}, MaxConcurrentPerNode: ptr(8),
 		MinNodes: ptr(2), MaxNodes: ptr(5),
 	})
+	// Ten minute-long statements in one minute: demand 2 over the
+	// five-minute window, against capacity 2 readers x 8 = 16.
+	now := time.Now()
+	stmts := make([]api.Statement, 10)
+	for i := range stmts {
+		stmts[i] = api.Statement{DurationMs: ptr(int64(60_000)), At: ptr(now.UTC().Format(time.RFC3339))}
+	}
+	ctx := context.Background()
+	if _, err := testServer.Client.RecordLoad(ctx, api.LoadRequest{PoolRef: api.PoolRef{Tenant: "acme", TenantDB: "acme_sales", Pool: name}, Statements: stmts}); err != nil {
+		t.Fatal(err)
+	}
+	if rep := testServer.Server.Sweep(ctx, now.Add(2*time.Minute)); rep.Err != nil {
+		t.Fatal(rep.Err)
+	}
 	at := func(p string) tfjsonpath.Path { return tfjsonpath.New(p) }
+	auto := func(p string) tfjsonpath.Path { return tfjsonpath.New("autoscale").AtMapKey(p) }
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
 		Steps: []resource.TestStep{
@@ -41,6 +58,16 @@ data "qod_pool" "bi" {
 					statecheck.ExpectKnownValue("data.qod_pool.bi", at("dual"), knownvalue.Int64Exact(0)),
 					statecheck.ExpectKnownValue("data.qod_pool.bi", at("max_concurrent_per_node"), knownvalue.Int64Exact(8)),
 					statecheck.ExpectKnownValue("data.qod_pool.bi", at("suspended"), knownvalue.Bool(false)),
+					statecheck.ExpectKnownValue("data.qod_pool.bi", auto("decision"), knownvalue.StringExact("hold")),
+					statecheck.ExpectKnownValue("data.qod_pool.bi", auto("rule"), knownvalue.StringExact("quiet: in streak 1/10")),
+					statecheck.ExpectKnownValue("data.qod_pool.bi", auto("rule_code"), knownvalue.StringExact("in_streak")),
+					statecheck.ExpectKnownValue("data.qod_pool.bi", auto("demand"), knownvalue.Float64Exact(2)),
+					statecheck.ExpectKnownValue("data.qod_pool.bi", auto("capacity"), knownvalue.Float64Exact(16)),
+					statecheck.ExpectKnownValue("data.qod_pool.bi", auto("utilization"), knownvalue.Float64Exact(0.125)),
+					statecheck.ExpectKnownValue("data.qod_pool.bi", auto("in_streak"), knownvalue.Int64Exact(1)),
+					statecheck.ExpectKnownValue("data.qod_pool.bi", auto("in_streak_needed"), knownvalue.Int64Exact(10)),
+					statecheck.ExpectKnownValue("data.qod_pool.bi", auto("out_cooldown_left_sec"), knownvalue.Int64Exact(0)),
+					statecheck.ExpectKnownValue("data.qod_pool.bi", auto("enabled"), knownvalue.Bool(true)),
 				},
 			},
 			{
