@@ -32,5 +32,6 @@ output "pool" {
     band      = [data.qod_pool.bi.min_nodes, data.qod_pool.bi.max_nodes]
     writeonly = data.qod_pool.bi.writeonly
     readonly  = data.qod_pool.bi.readonly
+    autoscale = data.qod_pool.bi.autoscale.rule
   }
 }

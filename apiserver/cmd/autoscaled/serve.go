@@ -47,7 +47,7 @@ the nodes the server started, and exit.
 
 Settings come from flags, the YAML file given with --config, the environment
 and the defaults, in that order of precedence (a flag beats the file, the
-file beats the environment). See docs/configuration.md for every key.
+file beats the environment). See docs/autoscale-settings.md for every key.
 
 Environment:
   QOD_CONFIG           YAML config file (same as --config)
