@@ -83,7 +83,7 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	r := c.s.sweeper.result()
 	for i := range r.pools {
 		sw := &r.pools[i]
-		k := r.view[i].Pool.Key
+		k := r.view[i].Key
 		id := k.String()
 		d := sw.Decision
 		if !math.IsNaN(d.Utilization) {

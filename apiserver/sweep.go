@@ -63,7 +63,7 @@ func (r *sweepResult) find(k pool.Key) (*swept, string) {
 	r.once.Do(func() {
 		r.index = make(map[pool.Key]int, len(r.view))
 		for i := range r.view {
-			r.index[r.view[i].Pool.Key] = i
+			r.index[r.view[i].Key] = i
 		}
 	})
 	if i, ok := r.index[k]; ok {
@@ -182,13 +182,13 @@ func (s *Server) Sweep(ctx context.Context, now time.Time) SweepReport {
 	for _, i := range moved {
 		rec, row := &result.pools[i], &view[i]
 		if !rec.Decision.Acts() {
-			changed = append(changed, row.State)
+			changed = append(changed, row.StateRow())
 			continue
 		}
 		if failed := s.act(ctx, row, rec, &rep); failed != "" {
 			result.errors[i] = failed
 			if failed != errPoolMoved.Error() {
-				changed = append(changed, row.State)
+				changed = append(changed, row.StateRow())
 			}
 		}
 	}
@@ -234,18 +234,17 @@ func decideRange(settings *qodengine.Settings, view []store.SweepRow, out []swep
 	unroutable map[pool.Key]int, now time.Time, moved []int) []int {
 	for i := lo; i < hi; i++ {
 		row := &view[i]
-		p := &row.Pool
-		obs := qodengine.Observation{Band: *p.Band, Suspended: p.Suspended,
-			Writeonly: p.Roles.Writeonly, Readonly: p.Roles.Readonly, Dual: p.Roles.Dual,
-			MaxConcurrentPerNode: p.MaxConcurrentPerNode,
+		obs := qodengine.Observation{Band: row.Band, Suspended: row.Suspended,
+			Writeonly: row.Roles.Writeonly, Readonly: row.Roles.Readonly, Dual: row.Roles.Dual,
+			MaxConcurrentPerNode: row.MaxConcurrentPerNode,
 			Demand:               qodengine.Demand(row.StatementMs, settings.WindowMinutes)}
 		if len(unroutable) > 0 {
-			obs.UnroutableReaders = unroutable[p.Key]
+			obs.UnroutableReaders = unroutable[row.Key]
 		}
-		before := row.State.State
-		d := qodengine.Step(settings, &row.State.State, &obs, now)
+		before := row.State
+		d := qodengine.Step(settings, &row.State, &obs, now)
 		out[i] = swept{Decision: d, Unroutable: int32(obs.UnroutableReaders), Size: int32(obs.Size())}
-		if d.Acts() || row.State.State != before {
+		if d.Acts() || row.State != before {
 			moved = append(moved, i)
 		}
 	}
@@ -256,15 +255,14 @@ func decideRange(settings *qodengine.Settings, view []store.SweepRow, out []swep
 // returns why the action did not take effect ("" when it did), and leaves in
 // row.State the state to save for a failure.
 func (s *Server) act(ctx context.Context, row *store.SweepRow, rec *swept, rep *SweepReport) string {
-	k := row.Pool.Key
+	k := row.Key
 	d := rec.Decision
-	p := &row.Pool
-	st := row.State.State
-	target := qodengine.Target(qodengine.Observation{Writeonly: p.Roles.Writeonly, Readonly: p.Roles.Readonly, Dual: p.Roles.Dual}, d)
+	st := row.State
+	target := qodengine.Target(qodengine.Observation{Writeonly: row.Roles.Writeonly, Readonly: row.Roles.Readonly, Dual: row.Roles.Dual}, d)
 	util := d.Utilization
 	rule := d.Rule()
 	_, err := s.mutate(ctx, k, mutation{
-		actor: ActorAutoscale, action: "pool.scale", version: row.Pool.Version, reason: rule,
+		actor: ActorAutoscale, action: "pool.scale", version: row.Version, reason: rule,
 		change: func(p *pool.Pool) (map[string]any, error) {
 			p.Roles = target
 			return map[string]any{"direction": d.Direction.String(), "targetSize": d.To,
@@ -286,7 +284,7 @@ func (s *Server) act(ctx context.Context, row *store.SweepRow, rec *swept, rep *
 		return errPoolMoved.Error()
 	}
 	next, backoff := qodengine.Failed(&s.autoscale, st)
-	row.State.State = next
+	row.State = next
 	reason := errorText(err)
 	rep.Failures++
 	s.metrics.failure(d.Direction)

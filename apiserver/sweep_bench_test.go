@@ -34,8 +34,8 @@ func BenchmarkDecisionPass100kPools(b *testing.B) {
 	settings := config.DefaultAutoscale()
 	view := make([]store.SweepRow, fleet)
 	for i := range view {
-		view[i] = store.SweepRow{Pool: pool.Pool{Key: fleetKey(i), Roles: pool.Roles{Writeonly: 1, Readonly: 1 + i%4},
-			Band: &band.Band{Min: 2, Max: 8}}, StatementMs: int64(i%50) * 20_000}
+		view[i] = store.SweepRow{Key: fleetKey(i), Roles: pool.Roles{Writeonly: 1, Readonly: 1 + i%4},
+			Band: band.Band{Min: 2, Max: 8}, StatementMs: int64(i%50) * 20_000}
 	}
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/qodaperio/autoscale/internal/band"
 	"github.com/qodaperio/autoscale/internal/pool"
 	"github.com/qodaperio/autoscale/internal/qodengine"
 )
@@ -124,9 +125,21 @@ type StateRow struct {
 	Version int64
 }
 
-// SweepRow is what the sweep needs of one banded pool.
+// SweepRow is what the sweep needs of one banded pool, and no more: a sweep
+// holds one per pool, and the decision pass reads them all.
 type SweepRow struct {
-	Pool        pool.Pool // without cohorts
-	State       StateRow
-	StatementMs int64
+	Key                  pool.Key
+	Roles                pool.Roles
+	Suspended            bool
+	MaxConcurrentPerNode int
+	Band                 band.Band
+	Version              int64 // the pool's
+	State                qodengine.State
+	StateVersion         int64 // the state row's; 0 when it has none yet
+	StatementMs          int64 // in the window
+}
+
+// StateRow is the row's state as SaveAutoscaleStates takes it.
+func (r *SweepRow) StateRow() StateRow {
+	return StateRow{Key: r.Key, State: r.State, Version: r.StateVersion}
 }

@@ -792,17 +792,14 @@ func (s *Store) SweepView(ctx context.Context, first, last int64) ([]store.Sweep
 	var out []store.SweepRow
 	for rows.Next() {
 		var r store.SweepRow
-		var minN, maxN int
 		var la, lr sql.NullInt64
-		p, st := &r.Pool, &r.State.State
-		if err := rows.Scan(&p.Tenant, &p.TenantDB, &p.Pool, &p.Roles.Writeonly, &p.Roles.Readonly, &p.Roles.Dual,
-			&p.Suspended, &p.MaxConcurrentPerNode, &minN, &maxN, &p.Version,
-			&st.OutStreak, &st.InStreak, &st.Failures, &st.BackoffLeft, &la, &lr, &r.State.Version); err != nil {
+		st := &r.State
+		if err := rows.Scan(&r.Key.Tenant, &r.Key.TenantDB, &r.Key.Pool, &r.Roles.Writeonly, &r.Roles.Readonly, &r.Roles.Dual,
+			&r.Suspended, &r.MaxConcurrentPerNode, &r.Band.Min, &r.Band.Max, &r.Version,
+			&st.OutStreak, &st.InStreak, &st.Failures, &st.BackoffLeft, &la, &lr, &r.StateVersion); err != nil {
 			return nil, err
 		}
-		p.Band = &band.Band{Min: minN, Max: maxN}
 		st.LastAction, st.LastResume = timeOf(la), timeOf(lr)
-		r.State.Key = p.Key
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
@@ -812,7 +809,7 @@ func (s *Store) SweepView(ctx context.Context, first, last int64) ([]store.Sweep
 
 	index := make(map[string]int, len(out))
 	for i := range out {
-		index[out[i].Pool.Key.String()] = i
+		index[out[i].Key.String()] = i
 	}
 	load, err := q.QueryContext(ctx, `SELECT tenant || '/' || tenant_db || '/' || pool, statement_ms
 		FROM qodstate_pool_load WHERE minute BETWEEN ? AND ?`, first, last)

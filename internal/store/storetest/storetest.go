@@ -106,13 +106,13 @@ func testSweepView(t *testing.T, s store.Store) {
 		t.Fatalf("view has %d pools, want only the banded one: %+v", len(view), view)
 	}
 	r := view[0]
-	if r.Pool.Key != bi || *r.Pool.Band != (band.Band{Min: 2, Max: 6}) || r.Pool.Roles.Readonly != 1 || r.Pool.Version != 1 {
-		t.Errorf("pool %+v", r.Pool)
+	if r.Key != bi || r.Band != (band.Band{Min: 2, Max: 6}) || r.Roles.Readonly != 1 || r.Version != 1 {
+		t.Errorf("pool %+v", r)
 	}
 	if r.StatementMs != 300 {
 		t.Errorf("window sum %d, want 300", r.StatementMs)
 	}
-	if r.State.Version != 1 || r.State.State.OutStreak != 1 || !r.State.State.LastResume.Equal(now) || !r.State.State.LastAction.IsZero() {
+	if r.StateVersion != 1 || r.State.OutStreak != 1 || !r.State.LastResume.Equal(now) || !r.State.LastAction.IsZero() {
 		t.Errorf("state %+v", r.State)
 	}
 }
