@@ -76,9 +76,9 @@ func TestProcessBackendRunsStopsAndReportsCrashes(t *testing.T) {
 	dir := t.TempDir()
 	// Each node writes what it was told, then waits; readonly node 1 exits
 	// by itself at once the first time (a crash); dual nodes ignore SIGTERM.
-	cmd := `echo "$QOD_POOL_ID $QOD_NODE_ROLE $QOD_NODE_INDEX $QOD_NODE_PORT {port}" > ` + dir + `/{role}-{index}
+	cmd := `if [ {role} = dual ]; then trap '' TERM; fi
+echo "$QOD_POOL_ID $QOD_NODE_ROLE $QOD_NODE_INDEX $QOD_NODE_PORT {port}" > ` + dir + `/{role}-{index}
 if [ {role}{index} = readonly1 ] && [ ! -e ` + dir + `/crashed ]; then touch ` + dir + `/crashed; exit 3; fi
-if [ {role} = dual ]; then trap '' TERM; fi
 while :; do sleep 1; done`
 	p, err := NewProcess(ProcessOptions{Command: cmd, Grace: 200 * time.Millisecond})
 	if err != nil {
@@ -102,6 +102,7 @@ while :; do sleep 1; done`
 			t.Fatalf("crashed node reads %+v", n)
 		}
 	}
+	waitFile(t, filepath.Join(dir, "writeonly-0"))
 	b, err := os.ReadFile(filepath.Join(dir, "writeonly-0"))
 	if err != nil {
 		t.Fatal(err)
@@ -111,6 +112,8 @@ while :; do sleep 1; done`
 		t.Fatalf("node environment %q", b)
 	}
 
+	// The dual node ignores SIGTERM once it has written its file.
+	waitFile(t, filepath.Join(dir, "dual-0"))
 	// The next change replaces the crashed node and stops the dual one,
 	// which ignores SIGTERM and so is killed after the grace period.
 	var dual Node
@@ -158,5 +161,24 @@ while :; do sleep 1; done`
 func TestProcessBackendNeedsACommand(t *testing.T) {
 	if _, err := NewProcess(ProcessOptions{Command: "  "}); err == nil || !strings.Contains(err.Error(), "command template") {
 		t.Fatalf("empty command: %v", err)
+	}
+}
+
+// waitFile waits for a child process to have written path: the children run
+// on their own, so this polls, with a deadline.
+func waitFile(t *testing.T, path string) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(10 * time.Second)
+	for {
+		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("%s was never written", path)
+		}
 	}
 }
