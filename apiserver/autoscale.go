@@ -1,7 +1,6 @@
 package apiserver
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -62,10 +61,7 @@ func (s *Server) recordLoad(w http.ResponseWriter, r *http.Request) error {
 				i, at.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339), maxStatementSkew)
 		}
 	}
-	p, err := s.store.GetPool(r.Context(), k)
-	if errors.Is(err, store.ErrNotFound) {
-		return poolNotFound(k)
-	}
+	p, err := s.loadPool(r.Context(), k)
 	if err != nil {
 		return err
 	}
@@ -110,10 +106,7 @@ func (s *Server) autoscaleStatus(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	p, err := s.store.GetPool(r.Context(), k)
-	if errors.Is(err, store.ErrNotFound) {
-		return poolNotFound(k)
-	}
+	p, err := s.loadPool(r.Context(), k)
 	if err != nil {
 		return err
 	}
@@ -185,9 +178,7 @@ func (s *Server) poolNodes(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.store.GetPool(r.Context(), k); errors.Is(err, store.ErrNotFound) {
-		return poolNotFound(k)
-	} else if err != nil {
+	if _, err := s.loadPool(r.Context(), k); err != nil {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"pool": k.String(), "nodes": s.nodes.Nodes(k)})

@@ -341,22 +341,24 @@ func (s *Server) deletePool(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getPool(w http.ResponseWriter, r *http.Request) error {
-	q, err := queryParams(r.URL.Query(), "tenant", "tenantDb", "pool")
+	k, err := poolFromQuery(r)
 	if err != nil {
 		return err
 	}
-	k := pool.Key{Tenant: q["tenant"], TenantDB: q["tenantDb"], Pool: q["pool"]}
-	if err := checkRef(r, k); err != nil {
-		return err
-	}
-	p, err := s.store.GetPool(r.Context(), k)
-	if errors.Is(err, store.ErrNotFound) {
-		return poolNotFound(k)
-	}
+	p, err := s.loadPool(r.Context(), k)
 	if err != nil {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, poolView(p))
+}
+
+// loadPool reads one pool, answering not_found for a pool that is not there.
+func (s *Server) loadPool(ctx context.Context, k pool.Key) (*pool.Pool, error) {
+	p, err := s.store.GetPool(ctx, k)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, poolNotFound(k)
+	}
+	return p, err
 }
 
 // visibleTenant is the tenant a listing covers: the one asked for, checked

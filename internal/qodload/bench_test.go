@@ -28,13 +28,19 @@ func keys(n int) []pool.Key {
 // measure contention on one pool's lock, not the lookup.
 var start atomic.Int64
 
-func benchRecord(b *testing.B, pools int) {
+// seeded is a recorder that has seen every one of ks.
+func seeded(ks []pool.Key, now time.Time) *Recorder {
 	r := NewRecorder()
-	ks := keys(pools)
-	now := time.Unix(1_800_000_000, 0)
 	for _, k := range ks {
 		r.Record(k, 1, now)
 	}
+	return r
+}
+
+func benchRecord(b *testing.B, pools int) {
+	ks := keys(pools)
+	now := time.Unix(1_800_000_000, 0)
+	r := seeded(ks, now)
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
@@ -56,12 +62,8 @@ func BenchmarkRecord100kPools(b *testing.B) { benchRecord(b, 100_000) }
 // decoded from a request into a buffer, so they are hot and their strings
 // point into that buffer, not at the recorder's copy.
 func benchRecordParsed(b *testing.B, pools int) {
-	r := NewRecorder()
-	ks := keys(pools)
 	now := time.Unix(1_800_000_000, 0)
-	for _, k := range ks {
-		r.Record(k, 1, now)
-	}
+	r := seeded(keys(pools), now)
 	tenants := make([]string, 97)
 	for i := range tenants {
 		tenants[i] = fmt.Sprintf("tenant%d", i)
