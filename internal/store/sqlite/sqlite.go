@@ -657,37 +657,88 @@ func (t *tx) SetAutoscaleState(r store.StateRow) error {
 }
 
 // SaveAutoscaleStates writes each state only if its row is still at the
-// version the sweep read (an absent row is version 0).
+// version the sweep read (an absent row is version 0). The states go into a
+// temporary table with multi-row inserts; one UPDATE ... FROM and one
+// INSERT ... SELECT then apply them: 100k conditional updates one by one
+// took seconds.
 func (s *Store) SaveAutoscaleStates(ctx context.Context, rows []store.StateRow) (int, error) {
 	if len(rows) == 0 {
 		return 0, nil
 	}
-	skipped := 0
+	total, applied := len(rows), int64(0)
 	err := s.Mutate(ctx, func(stx store.Tx) error {
 		t := stx.(*tx)
-		for _, r := range rows {
-			args := stateArgs(r)
-			var res sql.Result
-			var err error
-			if r.Version == 0 {
-				res, err = t.q.ExecContext(t.ctx, `INSERT INTO qodstate_autoscale (tenant, tenant_db, pool, `+stateCols+`)
-					VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1) ON CONFLICT DO NOTHING`, args...)
-			} else {
-				res, err = t.q.ExecContext(t.ctx, `UPDATE qodstate_autoscale SET out_streak = ?, in_streak = ?, failures = ?,
-					backoff_left = ?, last_action = ?, last_resume = ?, version = version + 1
-					WHERE tenant = ? AND tenant_db = ? AND pool = ? AND version = ?`,
-					append(args[3:], r.Key.Tenant, r.Key.TenantDB, r.Key.Pool, r.Version)...)
+		// No key on the temporary table: rows are appended, and the
+		// statements below probe the real table's key for each of them.
+		if _, err := t.tx.ExecContext(ctx, `CREATE TEMP TABLE IF NOT EXISTS sweep_states (
+			tenant TEXT NOT NULL, tenant_db TEXT NOT NULL, pool TEXT NOT NULL,
+			out_streak INTEGER NOT NULL, in_streak INTEGER NOT NULL, failures INTEGER NOT NULL,
+			backoff_left INTEGER NOT NULL, last_action INTEGER, last_resume INTEGER, version INTEGER NOT NULL)`); err != nil {
+			return err
+		}
+		if _, err := t.tx.ExecContext(ctx, `DELETE FROM temp.sweep_states`); err != nil {
+			return err
+		}
+		const cols = 10
+		args := make([]any, 0, cols*stateBatch)
+		for len(rows) > 0 {
+			n := min(len(rows), stateBatch)
+			args = args[:0]
+			for _, r := range rows[:n] {
+				args = append(append(args, stateArgs(r)...), r.Version)
 			}
-			if err != nil {
+			query := insertSweepStatesFull
+			if n < stateBatch {
+				query = valuesInsert(`INSERT INTO temp.sweep_states VALUES `, cols, n)
+			}
+			if _, err := t.q.ExecContext(ctx, query, args...); err != nil {
 				return err
 			}
-			if n, _ := res.RowsAffected(); n == 0 {
-				skipped++
-			}
+			rows = rows[n:]
 		}
+		res, err := t.tx.ExecContext(ctx, `UPDATE qodstate_autoscale AS a SET out_streak = s.out_streak,
+				in_streak = s.in_streak, failures = s.failures, backoff_left = s.backoff_left,
+				last_action = s.last_action, last_resume = s.last_resume, version = a.version + 1
+			FROM temp.sweep_states AS s
+			WHERE s.version > 0 AND a.tenant = s.tenant AND a.tenant_db = s.tenant_db AND a.pool = s.pool AND a.version = s.version`)
+		if err != nil {
+			return err
+		}
+		updated, _ := res.RowsAffected()
+		res, err = t.tx.ExecContext(ctx, `INSERT INTO qodstate_autoscale (tenant, tenant_db, pool, `+stateCols+`)
+			SELECT tenant, tenant_db, pool, out_streak, in_streak, failures, backoff_left, last_action, last_resume, 1
+			FROM temp.sweep_states WHERE version = 0
+			ON CONFLICT DO NOTHING`)
+		if err != nil {
+			return err
+		}
+		inserted, _ := res.RowsAffected()
+		applied = updated + inserted
 		return nil
 	})
-	return skipped, err
+	if err != nil {
+		return 0, err
+	}
+	return total - int(applied), nil
+}
+
+// stateBatch is how many states one insert into the temporary table carries.
+const stateBatch = 100
+
+var insertSweepStatesFull = valuesInsert(`INSERT INTO temp.sweep_states VALUES `, 10, stateBatch)
+
+// valuesInsert is prefix followed by n tuples of cols placeholders.
+func valuesInsert(prefix string, cols, n int) string {
+	tuple := "(" + strings.TrimSuffix(strings.Repeat("?, ", cols), ", ") + ")"
+	var b strings.Builder
+	b.WriteString(prefix)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(tuple)
+	}
+	return b.String()
 }
 
 // loadBatch is how many rows one upsert statement carries: one statement
