@@ -129,10 +129,8 @@ func (s *Server) autoscaleStatus(w http.ResponseWriter, r *http.Request) error {
 		UnroutableReaders: s.nodes.UnroutableReaders(k),
 		Decision:          "hold", From: p.Size(), To: p.Size(),
 	}
-	outCD := time.Duration(a.ScaleOutCooldownSec) * time.Second
-	inCD := time.Duration(a.ScaleInCooldownSec) * time.Second
-	out.OutCooldownLeft = ceilSecs(max(leftOf(now, st.LastAction, outCD), leftOf(now, st.LastResume, outCD)))
-	out.InCooldownLeft = ceilSecs(leftOf(now, st.LastAction, inCD))
+	outLeft, inLeft := qodengine.CooldownsLeft(&a, &st, now)
+	out.OutCooldownLeft, out.InCooldownLeft = ceilSecs(outLeft), ceilSecs(inLeft)
 	if p.Band != nil {
 		out.MinNodes, out.MaxNodes = &p.Band.Min, &p.Band.Max
 	}
@@ -163,13 +161,6 @@ func (s *Server) autoscaleStatus(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	return writeJSON(w, http.StatusOK, out)
-}
-
-func leftOf(now, since time.Time, d time.Duration) time.Duration {
-	if since.IsZero() {
-		return 0
-	}
-	return max(since.Add(d).Sub(now), 0)
 }
 
 // poolNodes is GET /api/pool/nodes: the pool's nodes as the backend sees them.

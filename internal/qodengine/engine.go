@@ -188,6 +188,16 @@ func Capacity(s *Settings, o *Observation) float64 {
 	return float64(perNode) * float64(o.Readonly+o.Dual-o.UnroutableReaders)
 }
 
+// CooldownsLeft is how long each direction's cooldown still runs at now:
+// the out cooldown from the last action and from the last resume, the in
+// cooldown from the last action.
+func CooldownsLeft(s *Settings, st *State, now time.Time) (out, in time.Duration) {
+	outCooldown := time.Duration(s.ScaleOutCooldownSec) * time.Second
+	inCooldown := time.Duration(s.ScaleInCooldownSec) * time.Second
+	out = max(cooldownLeft(now, st.LastAction, outCooldown), cooldownLeft(now, st.LastResume, outCooldown))
+	return out, cooldownLeft(now, st.LastAction, inCooldown)
+}
+
 // cooldownLeft is how much of d remains since since; 0 when none (a zero
 // since is minus infinity).
 func cooldownLeft(now, since time.Time, d time.Duration) time.Duration {
@@ -215,10 +225,7 @@ func Decide(s *Settings, st State, o Observation, now time.Time) (Decision, Stat
 func Step(s *Settings, st *State, o *Observation, now time.Time) Decision {
 	size := o.Size()
 	d := Decision{From: size, To: size, Demand: o.Demand, Utilization: math.NaN(), Low: s.LowWatermark, High: s.HighWatermark}
-	outCooldown := time.Duration(s.ScaleOutCooldownSec) * time.Second
-	inCooldown := time.Duration(s.ScaleInCooldownSec) * time.Second
-	d.OutCooldownLeft = max(cooldownLeft(now, st.LastAction, outCooldown), cooldownLeft(now, st.LastResume, outCooldown))
-	d.InCooldownLeft = cooldownLeft(now, st.LastAction, inCooldown)
+	d.OutCooldownLeft, d.InCooldownLeft = CooldownsLeft(s, st, now)
 
 	// 1. Suspended: autoscaling never touches the zero boundary.
 	if o.Suspended {

@@ -69,15 +69,17 @@ func TestProcessBackendNodesLiveAndDieWithTheServer(t *testing.T) {
 	if _, err := c.CreatePool(context.Background(), api.CreatePoolRequest{PoolRef: ref, Size: ptr(2)}); err != nil {
 		t.Fatal(err)
 	}
+	pidFile := filepath.Join(dir, "pids")
 	stopAndCheck := func(want int) {
 		t.Helper()
+		waitPids(t, pidFile, want) // the children are up and have said so
 		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
 		if err := cmd.Wait(); err != nil {
 			t.Fatalf("exit after SIGTERM: %v", err)
 		}
-		pids := readPids(t, filepath.Join(dir, "pids"))
+		pids := readPids(t, pidFile)
 		if len(pids) != want {
 			t.Fatalf("%d nodes were started, want %d", len(pids), want)
 		}
@@ -90,6 +92,25 @@ func TestProcessBackendNodesLiveAndDieWithTheServer(t *testing.T) {
 	stopAndCheck(2)
 	cmd, _, _ = startServerWith(t, bin, db, env)
 	stopAndCheck(4) // the restart started the stored pool's two nodes again
+}
+
+// waitPids waits until n children have written their pid: they start on
+// their own, so this polls, with a deadline.
+func waitPids(t *testing.T, path string, n int) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(10 * time.Second)
+	for {
+		if b, err := os.ReadFile(path); err == nil && strings.Count(string(b), "\n") >= n {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("%d children never wrote their pids to %s", n, path)
+		}
+	}
 }
 
 func readPids(t *testing.T, path string) []int {
