@@ -4,8 +4,10 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/qodaperio/autoscale/internal/band"
@@ -142,4 +144,24 @@ type SweepRow struct {
 // StateRow is the row's state as SaveAutoscaleStates takes it.
 func (r *SweepRow) StateRow() StateRow {
 	return StateRow{Key: r.Key, State: r.State, Version: r.StateVersion}
+}
+
+// SortLoadRows returns a copy of rows in the load table's key order (minute,
+// tenant, tenantDb, pool) with rows for the same pool and minute merged.
+func SortLoadRows(rows []LoadRow) []LoadRow {
+	rows = slices.Clone(rows)
+	slices.SortFunc(rows, func(a, b LoadRow) int {
+		return cmp.Or(cmp.Compare(a.Minute, b.Minute), cmp.Compare(a.Key.Tenant, b.Key.Tenant),
+			cmp.Compare(a.Key.TenantDB, b.Key.TenantDB), cmp.Compare(a.Key.Pool, b.Key.Pool))
+	})
+	out := rows[:0]
+	for _, r := range rows {
+		if n := len(out); n > 0 && out[n-1].Minute == r.Minute && out[n-1].Key == r.Key {
+			out[n-1].StatementMs += r.StatementMs
+			out[n-1].Statements += r.Statements
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
 }

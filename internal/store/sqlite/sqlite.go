@@ -4,14 +4,12 @@
 package sqlite
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -767,11 +765,7 @@ func (s *Store) FlushLoad(ctx context.Context, rows []store.LoadRow) error {
 		return nil
 	}
 	// In key order, so that the b-tree is written page by page.
-	rows = slices.Clone(rows)
-	slices.SortFunc(rows, func(a, b store.LoadRow) int {
-		return cmp.Or(cmp.Compare(a.Minute, b.Minute), cmp.Compare(a.Key.Tenant, b.Key.Tenant),
-			cmp.Compare(a.Key.TenantDB, b.Key.TenantDB), cmp.Compare(a.Key.Pool, b.Key.Pool))
-	})
+	rows = store.SortLoadRows(rows)
 	return s.Mutate(ctx, func(stx store.Tx) error {
 		t := stx.(*tx)
 		args := make([]any, 0, 6*loadBatch)

@@ -4,6 +4,7 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -19,11 +20,14 @@ type Open func(t testing.TB) store.Store
 
 // Run runs every conformance test against stores from open.
 func Run(t *testing.T, open Open) {
+	t.Run("PoolRoundTripAndConditionalUpdate", func(t *testing.T) { testPoolRoundTrip(t, open(t)) })
+	t.Run("KeysAndQuotas", func(t *testing.T) { testKeysAndQuotas(t, open(t)) })
 	t.Run("LoadFlushIsAdditive", func(t *testing.T) { testLoadFlushIsAdditive(t, open(t)) })
 	t.Run("PurgeDropsOldMinutes", func(t *testing.T) { testPurge(t, open(t)) })
 	t.Run("SweepViewSeesBandedPools", func(t *testing.T) { testSweepView(t, open(t)) })
 	t.Run("StateSavesAreConditional", func(t *testing.T) { testStateVersions(t, open(t)) })
 	t.Run("DeleteTakesStateAndLoad", func(t *testing.T) { testDeleteCleansUp(t, open(t)) })
+	t.Run("FlushMergesRepeatedRows", func(t *testing.T) { testFlushMerges(t, open(t)) })
 }
 
 var (
@@ -37,6 +41,110 @@ func insert(t testing.TB, s store.Store, k pool.Key, b *band.Band) {
 	t.Helper()
 	p := &pool.Pool{Key: k, Roles: pool.Roles{Writeonly: 1, Readonly: 1}, Band: b}
 	if err := s.Mutate(ctx, func(tx store.Tx) error { return tx.InsertPool(p, now) }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func testPoolRoundTrip(t *testing.T, s store.Store) {
+	defer s.Close()
+	p := &pool.Pool{Key: bi, Roles: pool.Roles{Writeonly: 1, Readonly: 2},
+		MaxConcurrentPerNode: 8, Band: &band.Band{Min: 2, Max: 6}, Cohorts: []pool.Cohort{{Name: "etl", Nodes: 1}}}
+	if err := s.Mutate(ctx, func(tx store.Tx) error { return tx.InsertPool(p, now) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Mutate(ctx, func(tx store.Tx) error { return tx.InsertPool(p, now) }); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("duplicate insert: %v", err)
+	}
+	got, err := s.GetPool(ctx, bi)
+	if err != nil || got.Roles != p.Roles || *got.Band != *p.Band || got.Cohorts[0] != p.Cohorts[0] || got.Version != 1 || !got.CreatedAt.Equal(now) {
+		t.Fatalf("read back %+v, %v", got, err)
+	}
+	stale := *got
+	got.Band = nil
+	if err := s.Mutate(ctx, func(tx store.Tx) error { return tx.UpdatePool(got, now) }); err != nil || got.Version != 2 {
+		t.Fatalf("update: %v, version %d", err, got.Version)
+	}
+	// A writer holding the old version loses instead of overwriting.
+	if err := s.Mutate(ctx, func(tx store.Tx) error { return tx.UpdatePool(&stale, now) }); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("stale update: %v", err)
+	}
+	// A failed mutation leaves nothing behind, audit row included.
+	boom := errors.New("boom")
+	err = s.Mutate(ctx, func(tx store.Tx) error {
+		if err := tx.Audit(store.AuditRow{At: now, Actor: "t", Action: "x", Tenant: "acme", Target: bi.String()}); err != nil {
+			return err
+		}
+		return boom
+	})
+	rows, _ := s.ListAudit(ctx, "acme", 10)
+	if !errors.Is(err, boom) || len(rows) != 0 {
+		t.Fatalf("rolled back mutation left %d audit rows (%v)", len(rows), err)
+	}
+	err = s.Mutate(ctx, func(tx store.Tx) error {
+		return tx.Audit(store.AuditRow{At: now, Actor: "key:op", Action: "pool.scale", Tenant: "acme", Target: bi.String(), Detail: map[string]any{"toSize": 3}})
+	})
+	rows, _ = s.ListAudit(ctx, "acme", 10)
+	if err != nil || len(rows) != 1 || rows[0].Detail["toSize"] != float64(3) || !rows[0].At.Equal(now) {
+		t.Fatalf("audit: %+v, %v", rows, err)
+	}
+	list, err := s.ListPools(ctx, "")
+	if err != nil || len(list) != 1 || list[0].Key != bi {
+		t.Fatalf("list: %+v, %v", list, err)
+	}
+	if _, err := s.GetPool(ctx, etl); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("missing pool: %v", err)
+	}
+	if err := s.Mutate(ctx, func(tx store.Tx) error { return tx.DeletePool(etl) }); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("deleting a missing pool: %v", err)
+	}
+}
+
+func testKeysAndQuotas(t *testing.T, s store.Store) {
+	defer s.Close()
+	exp := now.Add(time.Hour)
+	k := &store.Key{ID: "k1", Name: "ci", Hash: "h1", Org: "acme", Kind: "admin", ExpiresAt: &exp, AllowedIPs: []string{"10.0.0.0/8"}, CreatedAt: now}
+	if err := s.CreateKey(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateKey(ctx, &store.Key{ID: "k2", Name: "dup", Hash: "h1", Kind: "admin", CreatedAt: now}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("duplicate hash: %v", err)
+	}
+	got, err := s.KeyByHash(ctx, "h1")
+	if err != nil || got.Org != "acme" || !got.ExpiresAt.Equal(exp) || got.AllowedIPs[0] != "10.0.0.0/8" || got.RevokedAt != nil {
+		t.Fatalf("key: %+v, %v", got, err)
+	}
+	if n, _ := s.CountKeys(ctx); n != 1 {
+		t.Fatalf("%d keys", n)
+	}
+	if err := s.RevokeKey(ctx, "k1", now); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RevokeKey(ctx, "k1", now); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("second revoke: %v", err)
+	}
+	if keys, _ := s.ListKeys(ctx); len(keys) != 0 {
+		t.Fatalf("revoked key listed: %+v", keys)
+	}
+	if _, err := s.KeyByHash(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("unknown hash: %v", err)
+	}
+	insert(t, s, bi, nil)
+	insert(t, s, etl, nil)
+	if err := s.Mutate(ctx, func(tx store.Tx) error { return tx.SetTenantQuota("acme", 5) }); err != nil {
+		t.Fatal(err)
+	}
+	quota, nodes, err := s.TenantQuota(ctx, "acme")
+	if err != nil || quota != 5 || nodes != 4 {
+		t.Fatalf("quota %d nodes %d, %v", quota, nodes, err)
+	}
+	err = s.Mutate(ctx, func(tx store.Tx) error {
+		n, err := tx.TenantNodes("acme", bi)
+		if err != nil || n != 2 {
+			return fmt.Errorf("nodes except bi: %d, %v", n, err)
+		}
+		return nil
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 }
@@ -240,5 +348,17 @@ func BenchSweepView(b *testing.B, open Open, pools, minutes int) {
 		if err != nil || len(view) != pools || view[0].StatementMs != 5000 {
 			b.Fatalf("view of %d pools (%v)", len(view), err)
 		}
+	}
+}
+
+// A flush may carry the same pool and minute twice; the stores sum them.
+func testFlushMerges(t *testing.T, s store.Store) {
+	defer s.Close()
+	rows := []store.LoadRow{{Key: bi, Minute: 7, StatementMs: 5, Statements: 1}, {Key: bi, Minute: 7, StatementMs: 6, Statements: 2}}
+	if err := s.FlushLoad(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.PoolLoad(ctx, bi, 7, 7); got != 11 {
+		t.Fatalf("merged load %d, want 11", got)
 	}
 }
