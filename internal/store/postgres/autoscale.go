@@ -30,7 +30,9 @@ func (s *Store) AutoscaleState(ctx context.Context, k pool.Key) (store.StateRow,
 	return autoscaleState(ctx, s.pool, k)
 }
 
-func (t *tx) AutoscaleState(k pool.Key) (store.StateRow, error) { return autoscaleState(t.ctx, t.tx, k) }
+func (t *tx) AutoscaleState(k pool.Key) (store.StateRow, error) {
+	return autoscaleState(t.ctx, t.tx, k)
+}
 
 func stateValues(r store.StateRow) []any {
 	st := r.State

@@ -191,8 +191,8 @@ func (s *Store) Migrated(ctx context.Context) error {
 	return nil
 }
 
-func ms(t time.Time) int64        { return t.UnixMilli() }
-func fromMs(v int64) time.Time    { return time.UnixMilli(v).UTC() }
+func ms(t time.Time) int64     { return t.UnixMilli() }
+func fromMs(v int64) time.Time { return time.UnixMilli(v).UTC() }
 func nullMs(t *time.Time) *int64 {
 	if t == nil {
 		return nil

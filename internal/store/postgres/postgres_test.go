@@ -60,7 +60,6 @@ func TestBadURLNamesTheSettingAndHidesThePassword(t *testing.T) {
 	}
 }
 
-
 // BenchmarkFlush100kRows: COPY into a temporary table, then one INSERT ...
 // SELECT ... ON CONFLICT, in one transaction.
 func BenchmarkFlush100kRows(b *testing.B) {
