@@ -47,7 +47,15 @@ func newMetrics(s *Server) *metrics {
 		m.actions.WithLabelValues(d.String())
 		m.failures.WithLabelValues(d.String())
 	}
-	m.registry.MustRegister(m.actions, m.failures, m.sweepTime, m.sweepPools, m.statements,
+	leader := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "qod_autoscale_leader", Help: "1 while this replica makes the sweep's decisions (always, for a single replica).",
+	}, func() float64 {
+		if s.leading.Load() {
+			return 1
+		}
+		return 0
+	})
+	m.registry.MustRegister(m.actions, m.failures, m.sweepTime, m.sweepPools, m.statements, leader,
 		&poolCollector{s: s}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 	return m

@@ -487,11 +487,14 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	if _, err := s.store.CountKeys(r.Context()); err != nil {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.store.Ready(ctx); err != nil {
 		s.log.Warn("readiness check failed", "err", err)
 		// 503, the status a load balancer takes as "send elsewhere".
-		_ = writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "reason": "store not reachable"})
+		_ = writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready",
+			"reason": "store not reachable or not migrated", "leader": s.leading.Load()})
 		return
 	}
-	_ = writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	_ = writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "leader": s.leading.Load()})
 }

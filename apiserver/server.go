@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,6 +36,12 @@ type Deps struct {
 	Nodes nodes.Backend
 	// OnSweep, if set, is called after every sweep with what it did.
 	OnSweep func(SweepReport)
+	// Leader, for several replicas on one database, says whether this one
+	// decides; nil: a single replica, which always does.
+	Leader Leader
+	// FlushGrace is how long a leader waits after the sweep instant for
+	// the other replicas' flushes; 0: DefaultFlushGrace.
+	FlushGrace time.Duration
 }
 
 // Server holds the dependencies the handlers and the sweep share.
@@ -49,7 +56,11 @@ type Server struct {
 	metrics   *metrics
 	sweeper   *sweeper
 	onSweep   func(SweepReport)
-	handler   http.Handler
+	leader    Leader
+	// leading is what the leader said at the last sweep.
+	leading    atomic.Bool
+	flushGrace time.Duration
+	handler    http.Handler
 	// closing is closed by CloseStreams: event streams end.
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -68,7 +79,12 @@ func (c nowClock) After(d time.Duration) <-chan time.Time { return time.After(d)
 // New returns the server. Serve its Handler and run RunSweeps beside it.
 func New(d Deps) *Server {
 	s := &Server{store: d.Store, autoscale: d.Autoscale, clock: d.Clock, log: d.Logger, nodes: d.Nodes,
-		load: qodload.NewRecorder(), events: events.NewBus(), onSweep: d.OnSweep, closing: make(chan struct{})}
+		load: qodload.NewRecorder(), events: events.NewBus(), onSweep: d.OnSweep, closing: make(chan struct{}),
+		leader: d.Leader, flushGrace: d.FlushGrace}
+	if s.flushGrace <= 0 {
+		s.flushGrace = DefaultFlushGrace
+	}
+	s.leading.Store(s.leader == nil)
 	if s.clock == nil {
 		s.clock = clock.Real{}
 		if d.Now != nil {

@@ -48,9 +48,15 @@ func (a answer) pool(t *testing.T) api.Pool {
 // call sends one request with the key in X-API-Key ("" sends none).
 func (h *harness) call(method, path, key, body string) answer {
 	h.t.Helper()
-	req, err := http.NewRequest(method, h.srv.URL+path, strings.NewReader(body))
+	return callURL(h.t, h.srv.URL, method, path, key, body)
+}
+
+// callURL sends one request to the server at base.
+func callURL(t *testing.T, base, method, path, key, body string) answer {
+	t.Helper()
+	req, err := http.NewRequest(method, base+path, strings.NewReader(body))
 	if err != nil {
-		h.t.Fatal(err)
+		t.Fatal(err)
 	}
 	if key != "" {
 		req.Header.Set("X-API-Key", key)
@@ -58,14 +64,14 @@ func (h *harness) call(method, path, key, body string) answer {
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		h.t.Fatal(err)
+		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	a := answer{status: resp.StatusCode, body: b}
 	if resp.StatusCode >= 300 {
 		if err := json.Unmarshal(b, &a.err); err != nil || a.err.Code == "" {
-			h.t.Fatalf("%s %s: error answer %d is not {code, message}: %s", method, path, resp.StatusCode, b)
+			t.Fatalf("%s %s: error answer %d is not {code, message}: %s", method, path, resp.StatusCode, b)
 		}
 	}
 	return a

@@ -32,7 +32,8 @@ type SweepReport struct {
 	Pools    int // banded pools decided on
 	Actions  int // scale actions that took effect
 	Failures int // scale actions that failed
-	Skipped  int // actions not taken because the pool changed meanwhile
+	Skipped  int // actions not taken: the pool changed meanwhile, or leadership was lost
+	Leader   bool // this replica decided
 	Duration time.Duration
 	Err      error
 }
@@ -102,17 +103,53 @@ func nextSweep(now time.Time, period time.Duration) time.Time {
 	return now.Truncate(period).Add(period)
 }
 
-// RunSweeps runs the sweep every sweepSeconds until ctx ends.
+// Leader says whether this replica makes the sweep's decisions. Several
+// replicas on one database all flush their load; only the leader decides.
+type Leader interface {
+	// Leading is asked before every decision pass and every action. It
+	// must answer false as soon as leadership may have been lost.
+	Leading(ctx context.Context) bool
+}
+
+// DefaultFlushGrace is how long a leader waits after a sweep instant before
+// it reads the window, so that every replica's flush of the minute that
+// just closed has landed.
+const DefaultFlushGrace = 5 * time.Second
+
+// RunSweeps runs the sweep every sweepSeconds until ctx ends. With a Leader,
+// every replica flushes at the sweep instant, and the leader decides
+// FlushGrace later.
 func (s *Server) RunSweeps(ctx context.Context) error {
 	period := time.Duration(s.autoscale.SweepSeconds) * time.Second
 	for {
 		now := s.clock.Now()
+		var at time.Time
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case at := <-s.clock.After(nextSweep(now, period).Sub(now)):
-			s.Sweep(ctx, at)
+		case at = <-s.clock.After(nextSweep(now, period).Sub(now)):
 		}
+		if s.leader == nil {
+			s.Sweep(ctx, at)
+			continue
+		}
+		s.sweeper.run.Lock()
+		rep := SweepReport{At: at}
+		start := time.Now()
+		s.flushPhase(ctx, at, &rep)
+		select {
+		case <-ctx.Done():
+			s.sweeper.run.Unlock()
+			return ctx.Err()
+		case <-s.clock.After(s.flushGrace):
+		}
+		rep.Leader = s.leader.Leading(ctx)
+		s.leading.Store(rep.Leader)
+		if rep.Leader {
+			s.decidePhase(ctx, at, &rep)
+		}
+		s.sweepDone(&rep, start)
+		s.sweeper.run.Unlock()
 	}
 }
 
@@ -139,21 +176,29 @@ func (s *Server) FlushLoad(ctx context.Context, now time.Time) (int, error) {
 	return len(rows), nil
 }
 
-// Sweep runs one sweep at now: flush, purge, then (when enabled) decide for
-// every banded pool and act through the mutation gate.
+// Sweep runs one sweep at now as a single replica: flush, purge, then (when
+// enabled) decide for every banded pool and act through the mutation gate.
 func (s *Server) Sweep(ctx context.Context, now time.Time) SweepReport {
 	s.sweeper.run.Lock()
 	defer s.sweeper.run.Unlock()
 	start := time.Now()
-	rep := SweepReport{At: now}
-	defer func() {
-		rep.Duration = time.Since(start)
-		s.metrics.sweepDone(rep)
-		if s.onSweep != nil {
-			s.onSweep(rep)
-		}
-	}()
+	rep := SweepReport{At: now, Leader: true}
+	s.flushPhase(ctx, now, &rep)
+	s.decidePhase(ctx, now, &rep)
+	s.sweepDone(&rep, start)
+	return rep
+}
 
+func (s *Server) sweepDone(rep *SweepReport, start time.Time) {
+	rep.Duration = time.Since(start)
+	s.metrics.sweepDone(*rep)
+	if s.onSweep != nil {
+		s.onSweep(*rep)
+	}
+}
+
+// flushPhase writes this replica's closed minutes and purges old rows.
+func (s *Server) flushPhase(ctx context.Context, now time.Time, rep *SweepReport) {
 	n, err := s.FlushLoad(ctx, now)
 	rep.Flushed = n
 	if err != nil {
@@ -163,15 +208,19 @@ func (s *Server) Sweep(ctx context.Context, now time.Time) SweepReport {
 	if _, err := s.store.PurgeLoad(ctx, now.Unix()/60-LoadRetentionMinutes); err != nil {
 		s.log.Warn("autoscale: purging old load rows failed", "err", err)
 	}
+}
+
+// decidePhase decides for every banded pool and acts.
+func (s *Server) decidePhase(ctx context.Context, now time.Time, rep *SweepReport) {
 	if !s.autoscale.Enabled {
-		return rep
+		return
 	}
 	first, last := qodengine.Window(now, s.autoscale.WindowMinutes)
 	view, err := s.store.SweepView(ctx, first, last)
 	if err != nil {
 		s.log.Error("autoscale: reading pools for the sweep failed; no pool decided this sweep", "err", err)
 		rep.Err = err
-		return rep
+		return
 	}
 	rep.Pools = len(view)
 	settings := s.autoscale
@@ -185,7 +234,13 @@ func (s *Server) Sweep(ctx context.Context, now time.Time) SweepReport {
 			changed = append(changed, row.StateRow())
 			continue
 		}
-		if failed := s.act(ctx, row, rec, &rep); failed != "" {
+		if s.leader != nil && !s.leader.Leading(ctx) {
+			// Leadership lost mid-sweep: another replica may act now.
+			result.errors[i] = "leadership lost before acting"
+			rep.Skipped++
+			continue
+		}
+		if failed := s.act(ctx, now, row, rec, rep); failed != "" {
 			result.errors[i] = failed
 			if failed != errPoolMoved.Error() {
 				changed = append(changed, row.StateRow())
@@ -201,7 +256,6 @@ func (s *Server) Sweep(ctx context.Context, now time.Time) SweepReport {
 	s.sweeper.mu.Lock()
 	s.sweeper.last = result
 	s.sweeper.mu.Unlock()
-	return rep
 }
 
 // decide is the sweep's decision pass: the engine over every banded pool of
@@ -254,7 +308,7 @@ func decideRange(settings *qodengine.Settings, view []store.SweepRow, out []swep
 // act takes one scale action through the same gate as a manual scale. It
 // returns why the action did not take effect ("" when it did), and leaves in
 // row.State the state to save for a failure.
-func (s *Server) act(ctx context.Context, row *store.SweepRow, rec *swept, rep *SweepReport) string {
+func (s *Server) act(ctx context.Context, now time.Time, row *store.SweepRow, rec *swept, rep *SweepReport) string {
 	k := row.Key
 	d := rec.Decision
 	st := row.State
@@ -268,7 +322,9 @@ func (s *Server) act(ctx context.Context, row *store.SweepRow, rec *swept, rep *
 			return map[string]any{"direction": d.Direction.String(), "targetSize": d.To,
 				"utilization": round2(util), "rule": rule}, nil
 		},
-		engine: func(_ qodengine.State, now time.Time) qodengine.State { return qodengine.Succeeded(st, now) },
+		// The cooldowns run from the sweep instant the action was decided
+		// at, not from when a leader got round to it.
+		engine: func(qodengine.State, time.Time) qodengine.State { return qodengine.Succeeded(st, now) },
 	})
 	switch {
 	case err == nil:

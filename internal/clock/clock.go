@@ -61,7 +61,8 @@ func (f *Fake) After(d time.Duration) <-chan time.Time {
 	return ch
 }
 
-// Advance moves the clock by d and wakes every waiter that is due.
+// Advance moves the clock by d and wakes every waiter that is due, each with
+// the time it was due.
 func (f *Fake) Advance(d time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -69,7 +70,7 @@ func (f *Fake) Advance(d time.Duration) {
 	kept := f.waiters[:0]
 	for _, w := range f.waiters {
 		if !w.at.After(f.now) {
-			w.ch <- f.now
+			w.ch <- w.at // the instant it was due, as a timer reports it
 		} else {
 			kept = append(kept, w)
 		}

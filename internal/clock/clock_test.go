@@ -27,7 +27,9 @@ func TestFakeWakesOnlyDueWaiters(t *testing.T) {
 		t.Fatalf("%d waiters left, want 1", f.Waiters())
 	}
 	f.Advance(time.Hour)
-	<-b
+	if got := <-b; !got.Equal(time.Unix(1060, 0)) {
+		t.Fatalf("a late wake reports %v, want the instant it was due", got)
+	}
 	if c := f.After(0); len(c) != 1 {
 		t.Fatal("After(0) did not fire at once")
 	}

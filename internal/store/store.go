@@ -87,6 +87,10 @@ type Store interface {
 	// all. This is the mutation gate every pool change goes through.
 	Mutate(ctx context.Context, fn func(tx Tx) error) error
 
+	// Ready reports whether the store answers and has every migration
+	// this server needs.
+	Ready(ctx context.Context) error
+
 	Close() error
 }
 

@@ -179,8 +179,9 @@ func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 	return v, err
 }
 
-// Migrated reports whether every migration this server knows is applied.
-func (s *Store) Migrated(ctx context.Context) error {
+// Ready reports whether the database answers and every migration this
+// server knows is applied.
+func (s *Store) Ready(ctx context.Context) error {
 	v, err := s.SchemaVersion(ctx)
 	if err != nil {
 		return err

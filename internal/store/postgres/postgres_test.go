@@ -48,7 +48,7 @@ func TestMigrationsApplyOnce(t *testing.T) {
 	if v, err := s.SchemaVersion(ctx); err != nil || v != len(migrations) {
 		t.Fatalf("schema version %d, %v", v, err)
 	}
-	if err := s.Migrated(ctx); err != nil {
+	if err := s.Ready(ctx); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -68,4 +68,33 @@ func BenchmarkFlush100kRows(b *testing.B) {
 
 func BenchmarkSweepView100kPools(b *testing.B) {
 	storetest.BenchSweepView(b, openFresh, 100_000, 10)
+}
+
+func TestLeaderLosesTheLockWithItsConnection(t *testing.T) {
+	s := openFresh(t).(*Store)
+	defer s.Close()
+	ctx := context.Background()
+	a, b := s.NewLeader(SweepLock), s.NewLeader(SweepLock)
+	defer a.Close()
+	defer b.Close()
+	if !a.Leading(ctx) || b.Leading(ctx) {
+		t.Fatal("want exactly the first replica leading")
+	}
+	if !a.Leading(ctx) {
+		t.Fatal("the leader lost the lock without cause")
+	}
+	// Cut the leader's connection from outside, as a network failure or
+	// an operator would.
+	if _, err := s.pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, a.PID()); err != nil {
+		t.Fatal(err)
+	}
+	if a.Leading(ctx) {
+		t.Fatal("the old leader still claims leadership after losing its connection")
+	}
+	if !b.Leading(ctx) {
+		t.Fatal("the other replica did not take over")
+	}
+	if a.Leading(ctx) {
+		t.Fatal("two leaders")
+	}
 }

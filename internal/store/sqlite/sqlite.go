@@ -262,6 +262,18 @@ func (s *Store) migrate(ctx context.Context) error {
 	return nil
 }
 
+// Ready reports whether the file answers and has every migration.
+func (s *Store) Ready(ctx context.Context) error {
+	v, err := s.SchemaVersion(ctx)
+	if err != nil {
+		return err
+	}
+	if v != len(migrations) {
+		return fmt.Errorf("schema at version %d, this server needs %d", v, len(migrations))
+	}
+	return nil
+}
+
 // SchemaVersion is the newest migration applied.
 func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 	var v int
