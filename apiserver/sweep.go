@@ -28,11 +28,11 @@ const LoadRetentionMinutes = 60
 // SweepReport is what one sweep did.
 type SweepReport struct {
 	At       time.Time
-	Flushed  int // bucket rows written
-	Pools    int // banded pools decided on
-	Actions  int // scale actions that took effect
-	Failures int // scale actions that failed
-	Skipped  int // actions not taken: the pool changed meanwhile, or leadership was lost
+	Flushed  int  // bucket rows written
+	Pools    int  // banded pools decided on
+	Actions  int  // scale actions that took effect
+	Failures int  // scale actions that failed
+	Skipped  int  // actions not taken: the pool changed meanwhile, or leadership was lost
 	Leader   bool // this replica decided
 	Duration time.Duration
 	Err      error
