@@ -165,6 +165,9 @@ func EnsureOperatorKey(ctx context.Context, st store.Store, presetSecret string,
 		secret = presetSecret
 	}
 	err = st.CreateKey(ctx, &store.Key{ID: id, Name: "operator", Hash: HashKey(secret), Kind: KindAdmin, CreatedAt: now})
+	if errors.Is(err, store.ErrConflict) && presetSecret != "" {
+		return "", nil // another replica starting beside this one created the same key
+	}
 	if err != nil {
 		return "", fmt.Errorf("create operator key: %w", err)
 	}

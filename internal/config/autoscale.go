@@ -64,6 +64,16 @@ func settingsOf(a *Autoscale) []setting {
 	}
 }
 
+// AutoscaleEnv maps each autoscale key to its environment variable.
+func AutoscaleEnv() map[string]string {
+	var a Autoscale
+	out := map[string]string{}
+	for _, s := range settingsOf(&a) {
+		out[s.key] = s.env
+	}
+	return out
+}
+
 // AutoscaleFromEnv starts from the defaults, applies every QOD_AUTOSCALE_*
 // variable that getenv returns non-empty, and checks the result.
 func AutoscaleFromEnv(getenv func(string) string) (Autoscale, error) {

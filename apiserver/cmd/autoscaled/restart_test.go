@@ -16,6 +16,7 @@ import (
 
 	"github.com/qodaperio/autoscale/internal/api"
 	"github.com/qodaperio/autoscale/internal/client"
+	"github.com/qodaperio/autoscale/internal/store/postgres/pgtest"
 )
 
 const restartKey = "restart-test-operator-key"
@@ -33,6 +34,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	pgtest.StopShared()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -53,7 +55,11 @@ func startServer(t *testing.T, bin, db string) (*exec.Cmd, *client.Client) {
 // startServerWith also takes extra environment, and returns the address.
 func startServerWith(t *testing.T, bin, db string, env []string, args ...string) (*exec.Cmd, *client.Client, string) {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"--listen", "127.0.0.1:0", "--database-url", db}, args...)...)
+	base := []string{"--listen", "127.0.0.1:0"}
+	if db != "" {
+		base = append(base, "--database-url", db)
+	}
+	cmd := exec.Command(bin, append(base, args...)...)
 	cmd.Env = append(append(os.Environ(), "QOD_API_KEY="+restartKey), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

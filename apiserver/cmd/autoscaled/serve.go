@@ -2,15 +2,20 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,6 +24,8 @@ import (
 	"github.com/qodaperio/autoscale/internal/clock"
 	"github.com/qodaperio/autoscale/internal/config"
 	"github.com/qodaperio/autoscale/internal/nodes"
+	"github.com/qodaperio/autoscale/internal/store"
+	"github.com/qodaperio/autoscale/internal/store/postgres"
 	"github.com/qodaperio/autoscale/internal/store/sqlite"
 )
 
@@ -28,10 +35,11 @@ const (
 )
 
 type serveOptions struct {
-	config   string
-	listen   string
-	database string
-	logLevel string
+	config      string
+	printConfig bool
+	listen      string
+	database    string
+	logLevel    string
 	// changed reports whether a flag was given on the command line.
 	changed func(name string) bool
 }
@@ -72,6 +80,7 @@ Environment:
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.config, "config", os.Getenv("QOD_CONFIG"), "YAML config file (QOD_CONFIG)")
+	f.BoolVar(&o.printConfig, "print-config", false, "print the effective settings with where each comes from (flag, file, env, default), secrets masked, and exit")
 	f.StringVar(&o.listen, "listen", defaultListen, "address to listen on (QOD_LISTEN_ADDR, listen_addr)")
 	f.StringVar(&o.database, "database-url", defaultDatabase, "SQLite file, or sqlite:PATH (QOD_DATABASE_URL, database_url)")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error (QOD_LOG_LEVEL, log_level)")
@@ -80,34 +89,58 @@ Environment:
 
 // resolve picks a server setting: the flag when given, else the file's
 // key, else the variable, else the flag's default.
-func resolve(o *serveOptions, file *config.File, getenv func(string) string, flag, key, env, value string) (string, error) {
+func resolve(o *serveOptions, file *config.File, getenv func(string) string, flag, key, env, value string) (string, config.Source, error) {
 	v, _, ok, err := file.Scalar(key) // read even when a flag wins: the key is known
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	if o.changed != nil && o.changed(flag) {
-		return value, nil
+		return value, "flag", nil
 	}
 	if ok {
-		return v, nil
+		return v, config.FromFile, nil
 	}
 	if e := getenv(env); e != "" {
-		return e, nil
+		return e, config.FromEnv, nil
 	}
-	return value, nil
+	return value, config.FromDefault, nil
+}
+
+// isPostgres reports whether the database URL selects PostgreSQL.
+func isPostgres(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+}
+
+// openStore opens the store the URL names: PostgreSQL, with a leader
+// election for the sweep, or a SQLite file (a single replica: no leader).
+func openStore(ctx context.Context, dsn string) (store.Store, apiserver.Leader, string, error) {
+	if isPostgres(dsn) {
+		st, err := postgres.Open(ctx, dsn)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		return st, st.NewLeader(postgres.SweepLock), "postgres", nil
+	}
+	path, err := sqlitePath(dsn)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	st, err := sqlite.Open(ctx, path)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	return st, nil, path, nil
 }
 
 func sqlitePath(dsn string) (string, error) {
 	switch {
-	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
-		return "", errors.New("QOD_DATABASE_URL: a PostgreSQL store is not part of this build yet; use a SQLite file path")
 	case strings.HasPrefix(dsn, "sqlite:"):
 		dsn = strings.TrimPrefix(strings.TrimPrefix(dsn, "sqlite:"), "//")
 	case strings.Contains(dsn, "://"):
-		return "", fmt.Errorf("QOD_DATABASE_URL %q: unknown scheme; accepted: a file path or sqlite:PATH", dsn)
+		return "", fmt.Errorf("QOD_DATABASE_URL %q: unknown scheme; accepted: a file path, sqlite:PATH or postgres://...", redactURL(dsn))
 	}
 	if dsn == "" {
-		return "", errors.New("QOD_DATABASE_URL is empty; accepted: a file path or sqlite:PATH")
+		return "", errors.New("QOD_DATABASE_URL is empty; accepted: a file path, sqlite:PATH or postgres://...")
 	}
 	return dsn, nil
 }
@@ -121,6 +154,7 @@ func parseLevel(s string) (slog.Level, error) {
 }
 
 func serve(ctx context.Context, o *serveOptions, getenv func(string) string, out *os.File) error {
+	var stdout io.Writer = os.Stdout
 	var file *config.File
 	if o.config != "" {
 		var err error
@@ -129,13 +163,14 @@ func serve(ctx context.Context, o *serveOptions, getenv func(string) string, out
 		}
 	}
 	var err error
-	if o.logLevel, err = resolve(o, file, getenv, "log-level", "log_level", "QOD_LOG_LEVEL", o.logLevel); err != nil {
+	var levelSrc, listenSrc, dbSrc config.Source
+	if o.logLevel, levelSrc, err = resolve(o, file, getenv, "log-level", "log_level", "QOD_LOG_LEVEL", o.logLevel); err != nil {
 		return err
 	}
-	if o.listen, err = resolve(o, file, getenv, "listen", "listen_addr", "QOD_LISTEN_ADDR", o.listen); err != nil {
+	if o.listen, listenSrc, err = resolve(o, file, getenv, "listen", "listen_addr", "QOD_LISTEN_ADDR", o.listen); err != nil {
 		return err
 	}
-	if o.database, err = resolve(o, file, getenv, "database-url", "database_url", "QOD_DATABASE_URL", o.database); err != nil {
+	if o.database, dbSrc, err = resolve(o, file, getenv, "database-url", "database_url", "QOD_DATABASE_URL", o.database); err != nil {
 		return err
 	}
 	level, err := parseLevel(o.logLevel)
@@ -143,20 +178,49 @@ func serve(ctx context.Context, o *serveOptions, getenv func(string) string, out
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: level}))
-	settings, _, err := config.LoadAutoscale(file, getenv)
+	settings, autoscaleSrc, err := config.LoadAutoscale(file, getenv)
 	if err != nil {
 		return err
 	}
-	nodeSettings, _, err := config.LoadNodes(file, getenv)
+	nodeSettings, nodeSrc, err := config.LoadNodes(file, getenv)
 	if err != nil {
 		return err
 	}
 	if err := file.Unknown(); err != nil {
 		return err
 	}
-	path, err := sqlitePath(o.database)
-	if err != nil {
-		return err
+	if o.printConfig {
+		apiKey, apiKeySrc := "(none: generated on the first start and printed once)", config.FromDefault
+		if getenv("QOD_API_KEY") != "" {
+			apiKey, apiKeySrc = "***", config.FromEnv
+		}
+		rows := [][4]string{
+			{"listen_addr", "QOD_LISTEN_ADDR", o.listen, string(listenSrc)},
+			{"database_url", "QOD_DATABASE_URL", redactURL(o.database), string(dbSrc)},
+			{"log_level", "QOD_LOG_LEVEL", o.logLevel, string(levelSrc)},
+			{"", "QOD_API_KEY", apiKey, string(apiKeySrc)},
+		}
+		envOf := config.AutoscaleEnv()
+		a, _ := json.Marshal(settings)
+		var values map[string]any
+		_ = json.Unmarshal(a, &values)
+		for _, k := range slices.Sorted(maps.Keys(autoscaleSrc)) {
+			rows = append(rows, [4]string{config.AutoscalePrefix + k, envOf[k], fmt.Sprint(values[k]), string(autoscaleSrc[k])})
+		}
+		command := nodeSettings.Command
+		rows = append(rows,
+			[4]string{config.NodesPrefix + "backend", "QOD_NODE_BACKEND", nodeSettings.Backend, string(nodeSrc["backend"])},
+			[4]string{config.NodesPrefix + "command", "QOD_NODE_COMMAND", command, string(nodeSrc["command"])},
+			[4]string{config.NodesPrefix + "stopGraceSec", "QOD_NODE_STOP_GRACE_SEC", fmt.Sprint(nodeSettings.StopGrace.Seconds()), string(nodeSrc["stopGraceSec"])})
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "FILE KEY\tVARIABLE\tVALUE\tSOURCE")
+		for _, r := range rows {
+			if r[0] == "" {
+				r[0] = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r[0], r[1], r[2], r[3])
+		}
+		return tw.Flush()
 	}
 	var backend nodes.Backend = nodes.NewMemory()
 	if nodeSettings.Backend == "process" {
@@ -171,11 +235,14 @@ func serve(ctx context.Context, o *serveOptions, getenv func(string) string, out
 			log.Warn("stopping nodes", "err", err)
 		}
 	}()
-	st, err := sqlite.Open(ctx, path)
+	st, leader, where, err := openStore(ctx, o.database)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	if l, ok := leader.(*postgres.Leader); ok {
+		defer l.Close()
+	}
 	secret, err := apiserver.EnsureOperatorKey(ctx, st, getenv("QOD_API_KEY"), time.Now())
 	if err != nil {
 		return err
@@ -183,7 +250,7 @@ func serve(ctx context.Context, o *serveOptions, getenv func(string) string, out
 	if secret != "" && getenv("QOD_API_KEY") == "" {
 		fmt.Fprintf(out, "\nOperator API key (shown once, keep it safe):\n\n    %s\n\n", secret)
 	}
-	server := apiserver.New(apiserver.Deps{Store: st, Autoscale: settings, Clock: clock.Real{}, Logger: log, Nodes: backend})
+	server := apiserver.New(apiserver.Deps{Store: st, Autoscale: settings, Clock: clock.Real{}, Logger: log, Nodes: backend, Leader: leader})
 	if err := server.RestoreNodes(ctx); err != nil {
 		return fmt.Errorf("start the stored pools' nodes: %w", err)
 	}
@@ -203,7 +270,7 @@ func serve(ctx context.Context, o *serveOptions, getenv func(string) string, out
 	// Event streams never go idle by themselves: end them when shutdown
 	// starts, so that draining waits only for real requests.
 	srv.RegisterOnShutdown(server.CloseStreams)
-	log.Info("autoscaled listening", "addr", ln.Addr().String(), "database", path, "hardCap", settings.HardCap,
+	log.Info("autoscaled listening", "addr", ln.Addr().String(), "database", where, "hardCap", settings.HardCap,
 		"sweepSeconds", settings.SweepSeconds, "autoscale", settings.Enabled, "nodes", nodeSettings.Backend)
 	sweepCtx, stopSweeps := context.WithCancel(context.Background())
 	sweepsDone := make(chan struct{})
@@ -229,4 +296,18 @@ func serve(ctx context.Context, o *serveOptions, getenv func(string) string, out
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// redactURL hides the password of a URL for messages and --print-config.
+func redactURL(u string) string {
+	scheme := strings.Index(u, "://")
+	at := strings.LastIndex(u, "@")
+	if scheme < 0 || at < scheme {
+		return u
+	}
+	creds := u[scheme+3 : at]
+	if colon := strings.Index(creds, ":"); colon >= 0 {
+		return u[:scheme+3] + creds[:colon] + ":***" + u[at:]
+	}
+	return u
 }

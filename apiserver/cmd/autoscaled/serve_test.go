@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/qodaperio/autoscale/internal/api"
+	"github.com/qodaperio/autoscale/internal/store/postgres/pgtest"
 )
 
 func TestConfigFileErrorsStopStartup(t *testing.T) {
@@ -154,5 +156,70 @@ func TestShutdownEndsEventStreams(t *testing.T) {
 		}
 	case <-time.After(8 * time.Second):
 		t.Fatal("shutdown waited on the event stream")
+	}
+}
+
+func TestPrintConfigShowsSourcesAndMasksSecrets(t *testing.T) {
+	bin := buildServer(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "server.yaml")
+	os.WriteFile(path, []byte("quack-on-demand:\n  autoscale:\n    hardCap: 9\n"), 0o600)
+	cmd := exec.Command(bin, "--print-config", "--config", path, "--log-level", "debug")
+	cmd.Env = append(os.Environ(), "QOD_API_KEY=a-very-secret-operator-key", "QOD_AUTOSCALE_IN_STREAK=4",
+		"QOD_DATABASE_URL=postgres://app:hunter2@db.internal:5432/qod")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	text := string(out)
+	for _, re := range []string{
+		`log_level +QOD_LOG_LEVEL +debug +flag`,
+		`database_url +QOD_DATABASE_URL +postgres://app:\*\*\*@db.internal:5432/qod +env`,
+		`- +QOD_API_KEY +\*\*\* +env`,
+		`quack-on-demand.autoscale.hardCap +QOD_AUTOSCALE_HARD_CAP +9 +file`,
+		`quack-on-demand.autoscale.inStreak +QOD_AUTOSCALE_IN_STREAK +4 +env`,
+		`quack-on-demand.autoscale.outStreak +QOD_AUTOSCALE_OUT_STREAK +2 +default`,
+		`quack-on-demand.nodes.backend +QOD_NODE_BACKEND +memory +default`,
+	} {
+		if !regexp.MustCompile(re).MatchString(text) {
+			t.Errorf("print-config lacks /%s/:\n%s", re, text)
+		}
+	}
+	if strings.Contains(text, "hunter2") || strings.Contains(text, "a-very-secret") {
+		t.Fatalf("a secret leaked:\n%s", text)
+	}
+}
+
+// The server binary on PostgreSQL: ready, leading (alone), and its data
+// there after a restart.
+func TestServeOnPostgres(t *testing.T) {
+	c, err := pgtest.Shared()
+	if err != nil {
+		t.Fatalf("PostgreSQL for the tests: %v", err)
+	}
+	url, err := c.NewDatabase(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := buildServer(t)
+	env := []string{"QOD_DATABASE_URL=" + url}
+	cmd, cl, addr := startServerWith(t, bin, "", env)
+	ref := api.PoolRef{Tenant: "acme", TenantDB: "db", Pool: "p"}
+	if _, err := cl.CreatePool(context.Background(), api.CreatePoolRequest{PoolRef: ref, Size: ptr(2), MinNodes: ptr(2), MaxNodes: ptr(4)}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + addr + "/readyz")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("readyz: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+	_, cl, _ = startServerWith(t, bin, "", env)
+	p, err := cl.GetPool(context.Background(), "acme", "db", "p")
+	if err != nil || *p.MaxNodes != 4 {
+		t.Fatalf("after restart: %+v, %v", p, err)
 	}
 }
