@@ -169,3 +169,15 @@ func SortLoadRows(rows []LoadRow) []LoadRow {
 	}
 	return out
 }
+
+// BeforeCommit, when set, is called just before a store commits a
+// transaction, with "mutate" or "flush". Crash tests set it (through the
+// server's QOD_FAILPOINT) to kill the process with the transaction open.
+var BeforeCommit func(op string)
+
+// Failpoint calls BeforeCommit if it is set.
+func Failpoint(op string) {
+	if BeforeCommit != nil {
+		BeforeCommit(op)
+	}
+}

@@ -13,7 +13,9 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -235,6 +237,11 @@ func serve(ctx context.Context, o *serveOptions, getenv func(string) string, out
 			log.Warn("stopping nodes", "err", err)
 		}
 	}()
+	if fp := getenv("QOD_FAILPOINT"); fp != "" {
+		if err := armFailpoint(fp, log); err != nil {
+			return err
+		}
+	}
 	st, leader, where, err := openStore(ctx, o.database)
 	if err != nil {
 		return err
@@ -310,4 +317,30 @@ func redactURL(u string) string {
 		return u[:scheme+3] + creds[:colon] + ":***" + u[at:]
 	}
 	return u
+}
+
+// armFailpoint is for crash tests only: QOD_FAILPOINT=OP[:N] makes the
+// server SIGKILL itself just before committing its Nth (default first)
+// transaction of kind OP ("mutate" or "flush"), with the transaction open.
+func armFailpoint(spec string, log *slog.Logger) error {
+	op, nth := spec, 1
+	if i := strings.Index(spec, ":"); i >= 0 {
+		n, err := strconv.Atoi(spec[i+1:])
+		if err != nil || n < 1 {
+			return fmt.Errorf("QOD_FAILPOINT %q; accepted: mutate or flush, optionally :N with N >= 1", spec)
+		}
+		op, nth = spec[:i], n
+	}
+	if op != "mutate" && op != "flush" {
+		return fmt.Errorf("QOD_FAILPOINT %q; accepted: mutate or flush, optionally :N with N >= 1", spec)
+	}
+	log.Warn("QOD_FAILPOINT is set: this server will kill itself before a commit", "op", op, "nth", nth)
+	var seen atomic.Int64
+	store.BeforeCommit = func(got string) {
+		if got == op && seen.Add(1) == int64(nth) {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // the signal is on its way
+		}
+	}
+	return nil
 }

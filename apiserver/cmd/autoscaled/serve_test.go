@@ -15,7 +15,12 @@ import (
 	"time"
 
 	"github.com/qodaperio/autoscale/internal/api"
+	"github.com/qodaperio/autoscale/internal/client"
+	"github.com/qodaperio/autoscale/internal/pool"
+	"github.com/qodaperio/autoscale/internal/store"
+	"github.com/qodaperio/autoscale/internal/store/postgres"
 	"github.com/qodaperio/autoscale/internal/store/postgres/pgtest"
+	"github.com/qodaperio/autoscale/internal/store/sqlite"
 )
 
 func TestConfigFileErrorsStopStartup(t *testing.T) {
@@ -222,4 +227,128 @@ func TestServeOnPostgres(t *testing.T) {
 	if err != nil || *p.MaxNodes != 4 {
 		t.Fatalf("after restart: %+v, %v", p, err)
 	}
+}
+
+// crashStores runs fn once per store: SQLite, and PostgreSQL.
+func crashStores(t *testing.T, fn func(t *testing.T, dsn string, open func() store.Store)) {
+	t.Run("sqlite", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "crash.db")
+		fn(t, path, func() store.Store {
+			st, err := sqlite.Open(context.Background(), path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st
+		})
+	})
+	t.Run("postgres", func(t *testing.T) {
+		c, err := pgtest.Shared()
+		if err != nil {
+			t.Fatalf("PostgreSQL for the tests: %v", err)
+		}
+		url, err := c.NewDatabase(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		fn(t, url, func() store.Store {
+			st, err := postgres.Open(context.Background(), url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st
+		})
+	})
+}
+
+// waitKilled waits for the server to die of SIGKILL.
+func waitKilled(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "killed") {
+			t.Fatalf("the server ended with %v, want killed by its failpoint", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the failpoint never fired")
+	}
+}
+
+// SIGKILL in the middle of a scale: the transaction that was open is gone
+// whole (size, version, audit row), and the one committed before it stays.
+func TestCrashMidScaleLosesNothingCommitted(t *testing.T) {
+	bin := buildServer(t)
+	crashStores(t, func(t *testing.T, dsn string, open func() store.Store) {
+		ref := api.PoolRef{Tenant: "acme", TenantDB: "db", Pool: "p"}
+		ctx := context.Background()
+		// Mutations: 1 create, 2 scale to 3, 3 scale to 4 (killed before commit).
+		cmd, c, _ := startServerWith(t, bin, "", []string{"QOD_DATABASE_URL=" + dsn, "QOD_FAILPOINT=mutate:3"})
+		if _, err := c.CreatePool(ctx, api.CreatePoolRequest{PoolRef: ref, Size: ptr(2)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Scale(ctx, api.ScaleRequest{PoolRef: ref, TargetSize: ptr(3)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Scale(ctx, api.ScaleRequest{PoolRef: ref, TargetSize: ptr(4)}); err == nil {
+			t.Fatal("the scale whose transaction was killed answered")
+		}
+		waitKilled(t, cmd)
+		st := open()
+		defer st.Close()
+		p, err := st.GetPool(ctx, pool.Key{Tenant: "acme", TenantDB: "db", Pool: "p"})
+		if err != nil || p.Size() != 3 || p.Version != 2 {
+			t.Fatalf("after the crash: %+v, %v; want size 3 at version 2", p, err)
+		}
+		rows, _ := st.ListAudit(ctx, "acme", 10)
+		if len(rows) != 2 || rows[0].Detail["toSize"] != float64(3) {
+			t.Fatalf("audit after the crash: %+v", rows)
+		}
+	})
+}
+
+// SIGKILL in the middle of a load flush (the final one, at shutdown): the
+// flush is gone whole, never half there; a clean flush afterwards lands
+// exactly once.
+func TestCrashMidFlushCountsNothingTwice(t *testing.T) {
+	bin := buildServer(t)
+	crashStores(t, func(t *testing.T, dsn string, open func() store.Store) {
+		ctx := context.Background()
+		k := pool.Key{Tenant: "acme", TenantDB: "db", Pool: "p"}
+		report := func(c *client.Client, n int) {
+			t.Helper()
+			stmts := make([]api.Statement, n)
+			for i := range stmts {
+				stmts[i] = api.Statement{DurationMs: ptr(int64(1000)), At: ptr(time.Now().UTC().Format(time.RFC3339))}
+			}
+			if _, err := c.RecordLoad(ctx, api.LoadRequest{PoolRef: api.PoolRef{Tenant: k.Tenant, TenantDB: k.TenantDB, Pool: k.Pool}, Statements: stmts}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cmd, c, _ := startServerWith(t, bin, "", []string{"QOD_DATABASE_URL=" + dsn, "QOD_FAILPOINT=flush"})
+		if _, err := c.CreatePool(ctx, api.CreatePoolRequest{PoolRef: api.PoolRef{Tenant: k.Tenant, TenantDB: k.TenantDB, Pool: k.Pool}, Size: ptr(2)}); err != nil {
+			t.Fatal(err)
+		}
+		report(c, 7)
+		cmd.Process.Signal(syscall.SIGTERM) // the final flush runs, and is killed
+		waitKilled(t, cmd)
+		now := time.Now().Unix() / 60
+		st := open()
+		if got, err := st.PoolLoad(ctx, k, now-5, now+5); err != nil || got != 0 {
+			t.Fatalf("a killed flush left %d ms (%v)", got, err)
+		}
+		st.Close()
+
+		cmd, c, _ = startServerWith(t, bin, "", []string{"QOD_DATABASE_URL=" + dsn})
+		report(c, 5)
+		cmd.Process.Signal(syscall.SIGTERM)
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("clean exit: %v", err)
+		}
+		st = open()
+		defer st.Close()
+		if got, err := st.PoolLoad(ctx, k, now-5, now+5); err != nil || got != 5000 {
+			t.Fatalf("after a clean flush: %d ms (%v), want 5000 exactly", got, err)
+		}
+	})
 }

@@ -128,6 +128,7 @@ func (s *Store) FlushLoad(ctx context.Context, rows []store.LoadRow) error {
 		if err != nil {
 			return fmt.Errorf("postgres: flush load: %w", err)
 		}
+		store.Failpoint("flush")
 		return nil
 	})
 }

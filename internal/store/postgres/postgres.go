@@ -438,7 +438,11 @@ func (s *Store) ListAudit(ctx context.Context, tenant string, limit int) ([]stor
 
 func (s *Store) Mutate(ctx context.Context, fn func(store.Tx) error) error {
 	return pgx.BeginFunc(ctx, s.pool, func(t pgx.Tx) error {
-		return fn(&tx{ctx: ctx, tx: t})
+		if err := fn(&tx{ctx: ctx, tx: t}); err != nil {
+			return err
+		}
+		store.Failpoint("mutate")
+		return nil
 	})
 }
 

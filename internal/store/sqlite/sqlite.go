@@ -504,6 +504,7 @@ func (s *Store) Mutate(ctx context.Context, fn func(store.Tx) error) error {
 	if err != nil {
 		sqlTx.Rollback()
 	} else {
+		store.Failpoint(failpointOf(ctx))
 		err = sqlTx.Commit()
 	}
 	s.warm.Range(func(q, _ any) bool {
@@ -778,6 +779,7 @@ func (s *Store) FlushLoad(ctx context.Context, rows []store.LoadRow) error {
 	}
 	// In key order, so that the b-tree is written page by page.
 	rows = store.SortLoadRows(rows)
+	ctx = context.WithValue(ctx, opKey{}, "flush")
 	return s.Mutate(ctx, func(stx store.Tx) error {
 		t := stx.(*tx)
 		args := make([]any, 0, 6*loadBatch)
@@ -798,6 +800,17 @@ func (s *Store) FlushLoad(ctx context.Context, rows []store.LoadRow) error {
 		}
 		return nil
 	})
+}
+
+type opKey struct{}
+
+// failpointOf names the transaction for store.Failpoint: SQLite's flush
+// runs through Mutate.
+func failpointOf(ctx context.Context) string {
+	if op, ok := ctx.Value(opKey{}).(string); ok {
+		return op
+	}
+	return "mutate"
 }
 
 func (s *Store) PurgeLoad(ctx context.Context, before int64) (int64, error) {
