@@ -138,3 +138,32 @@ func TestNodeSettings(t *testing.T) {
 		}
 	}
 }
+
+func TestAperioSettings(t *testing.T) {
+	a, src, err := LoadAperio(nil, env(nil))
+	if err != nil || a.Scaling || a.ScalingRecordTTL.Hours() != 720 || a.EdgeListenAddr != "127.0.0.1:20980" || src["scaling"] != FromDefault {
+		t.Fatalf("defaults: %+v %v", a, err)
+	}
+	f := parse(t, "scaling: true\noutbound:\n  allowlist: [\"*.example.com\", 10.0.0.0/8]\n  block_private: true\nscaling_record_ttl: 3600\n")
+	a, src, err = LoadAperio(f, env(map[string]string{"APERIO_SCALING": "0", "APERIO_SCALING_ALLOW_HTTP": "1", "APERIO_OUTBOUND_ALLOWLIST": "a.com,b.com"}))
+	if err != nil || !a.Scaling || !a.ScalingAllowHTTP || !a.OutboundBlockPrivate || len(a.OutboundAllowlist) != 2 ||
+		a.OutboundAllowlist[0] != "*.example.com" || a.ScalingRecordTTL.Seconds() != 3600 {
+		t.Fatalf("layered: %+v %v", a, err)
+	}
+	if src["scaling"] != FromFile || src["scaling_allow_http"] != FromEnv || src["outbound.allowlist"] != FromFile {
+		t.Fatalf("sources %v", src)
+	}
+	if err := f.Unknown(); err != nil {
+		t.Fatal(err)
+	}
+	for envs, want := range map[[2]string]string{
+		{"APERIO_SCALING", "maybe"}:                       `APERIO_SCALING is "maybe"; accepted: 1 or 0`,
+		{"APERIO_OUTBOUND_ALLOWLIST", "ok.com, bad host"}: `APERIO_OUTBOUND_ALLOWLIST has "bad host"; accepted: host names, host globs`,
+		{"APERIO_SCALING_RECORD_TTL", "5"}:                `APERIO_SCALING_RECORD_TTL is "5"; accepted: whole seconds from 60`,
+		{"APERIO_EDGE_LISTEN_ADDR", "localhost"}:          `APERIO_EDGE_LISTEN_ADDR is "localhost"; accepted: host:port`,
+	} {
+		if _, _, err := LoadAperio(nil, env(map[string]string{envs[0]: envs[1]})); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%v: got %v, want %q", envs, err, want)
+		}
+	}
+}

@@ -68,7 +68,11 @@ Environment:
   QOD_AUTOSCALE_*      autoscale settings; file keys quack-on-demand.autoscale.*
   QOD_NODE_BACKEND     memory (default) or process; file key quack-on-demand.nodes.backend
   QOD_NODE_COMMAND     the process backend's command template; quack-on-demand.nodes.command
-  QOD_NODE_STOP_GRACE_SEC  seconds between SIGTERM and SIGKILL (default 10); quack-on-demand.nodes.stopGraceSec`,
+  QOD_NODE_STOP_GRACE_SEC  seconds between SIGTERM and SIGKILL (default 10); quack-on-demand.nodes.stopGraceSec
+  APERIO_*             the Aperio half's settings (scaling, outbound fence, edge address)
+
+serve --print-config lists every setting with its file key, variable, value
+and source, secrets masked.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -188,6 +192,12 @@ func serve(ctx context.Context, o *serveOptions, getenv func(string) string, out
 	if err != nil {
 		return err
 	}
+	// The Aperio half's settings are read and checked here, so that the
+	// whole surface is one file; the hook loop and the edge will use them.
+	aperio, aperioSrc, err := config.LoadAperio(file, getenv)
+	if err != nil {
+		return err
+	}
 	if err := file.Unknown(); err != nil {
 		return err
 	}
@@ -214,6 +224,15 @@ func serve(ctx context.Context, o *serveOptions, getenv func(string) string, out
 			[4]string{config.NodesPrefix + "backend", "QOD_NODE_BACKEND", nodeSettings.Backend, string(nodeSrc["backend"])},
 			[4]string{config.NodesPrefix + "command", "QOD_NODE_COMMAND", command, string(nodeSrc["command"])},
 			[4]string{config.NodesPrefix + "stopGraceSec", "QOD_NODE_STOP_GRACE_SEC", fmt.Sprint(nodeSettings.StopGrace.Seconds()), string(nodeSrc["stopGraceSec"])})
+		aperioValues := map[string]string{
+			"scaling": fmt.Sprint(aperio.Scaling), "scaling_allow_http": fmt.Sprint(aperio.ScalingAllowHTTP),
+			"scaling_allow_private": fmt.Sprint(aperio.ScalingAllowPrivate), "outbound.allowlist": strings.Join(aperio.OutboundAllowlist, ","),
+			"outbound.block_private": fmt.Sprint(aperio.OutboundBlockPrivate), "scaling_record_ttl": fmt.Sprint(aperio.ScalingRecordTTL.Seconds()),
+			"edge_listen_addr": aperio.EdgeListenAddr,
+		}
+		for _, k := range config.AperioKeys {
+			rows = append(rows, [4]string{k.Key(), k.Env(), aperioValues[k.Key()], string(aperioSrc[k.Key()])})
+		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "FILE KEY\tVARIABLE\tVALUE\tSOURCE")
 		for _, r := range rows {

@@ -171,7 +171,7 @@ func TestPrintConfigShowsSourcesAndMasksSecrets(t *testing.T) {
 	os.WriteFile(path, []byte("quack-on-demand:\n  autoscale:\n    hardCap: 9\n"), 0o600)
 	cmd := exec.Command(bin, "--print-config", "--config", path, "--log-level", "debug")
 	cmd.Env = append(os.Environ(), "QOD_API_KEY=a-very-secret-operator-key", "QOD_AUTOSCALE_IN_STREAK=4",
-		"QOD_DATABASE_URL=postgres://app:hunter2@db.internal:5432/qod")
+		"QOD_DATABASE_URL=postgres://app:hunter2@db.internal:5432/qod", "APERIO_OUTBOUND_ALLOWLIST=*.example.com, 10.0.0.0/8")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v: %s", err, out)
@@ -185,6 +185,8 @@ func TestPrintConfigShowsSourcesAndMasksSecrets(t *testing.T) {
 		`quack-on-demand.autoscale.inStreak +QOD_AUTOSCALE_IN_STREAK +4 +env`,
 		`quack-on-demand.autoscale.outStreak +QOD_AUTOSCALE_OUT_STREAK +2 +default`,
 		`quack-on-demand.nodes.backend +QOD_NODE_BACKEND +memory +default`,
+		`outbound.allowlist +APERIO_OUTBOUND_ALLOWLIST +\*.example.com,10.0.0.0/8 +env`,
+		`scaling +APERIO_SCALING +false +default`,
 	} {
 		if !regexp.MustCompile(re).MatchString(text) {
 			t.Errorf("print-config lacks /%s/:\n%s", re, text)
