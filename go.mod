@@ -3,6 +3,7 @@ module github.com/qodaperio/autoscale
 go 1.26.8
 
 require (
+	code.dny.dev/ssrf v0.3.0
 	github.com/gorilla/mux v1.8.1
 	github.com/hashicorp/go-retryablehttp v0.7.8
 	github.com/hashicorp/terraform-plugin-framework v1.19.0
