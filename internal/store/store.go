@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/qodaperio/autoscale/internal/band"
+	"github.com/qodaperio/autoscale/internal/hook"
+	"github.com/qodaperio/autoscale/internal/hookengine"
 	"github.com/qodaperio/autoscale/internal/pool"
 	"github.com/qodaperio/autoscale/internal/qodengine"
 )
@@ -86,6 +88,8 @@ type Store interface {
 	// writes, the quota check and the audit row land together or not at
 	// all. This is the mutation gate every pool change goes through.
 	Mutate(ctx context.Context, fn func(tx Tx) error) error
+
+	ScalingStore
 
 	// Ready reports whether the store answers and has every migration
 	// this server needs.
@@ -180,4 +184,49 @@ func Failpoint(op string) {
 	if BeforeCommit != nil {
 		BeforeCommit(op)
 	}
+}
+
+// ScalingRecord is an Aperio scaling hook declared for a hostname.
+type ScalingRecord struct {
+	ID          string
+	Org         string // the organization of the keys that armed it; "" for the operator
+	Hostname    string
+	Declaration hook.Declaration
+	// SecretEnc is the hook's secret, encrypted with the server key; nil
+	// when none is set. The store never sees it in clear.
+	SecretEnc []byte
+	// Source is "api" (declared with PUT) or "heartbeat" (announced by a
+	// client); heartbeat records expire when nothing re-announces them.
+	Source      string
+	State       hookengine.State
+	AnnouncedAt time.Time
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	// KeyIDs are the keys that armed it; when none of them is live any
+	// more, the record goes.
+	KeyIDs  []string
+	Version int64
+}
+
+// ScalingStore keeps the scaling records.
+type ScalingStore interface {
+	// PutScaling declares or re-announces the record for r.Hostname on
+	// behalf of key keyID: it is created, or its declaration (and, when
+	// setSecret, its secret) replaced; it is re-armed and keyID joins its
+	// arming keys. A hostname held by another organization is ErrConflict.
+	// It returns the stored record and whether it was created.
+	PutScaling(ctx context.Context, r *ScalingRecord, keyID string, setSecret bool) (*ScalingRecord, bool, error)
+	// GetScaling finds a record by id or by hostname.
+	GetScaling(ctx context.Context, idOrHostname string) (*ScalingRecord, error)
+	// ListScaling lists one organization's records, or every record when
+	// all is true, ordered by hostname.
+	ListScaling(ctx context.Context, org string, all bool) ([]ScalingRecord, error)
+	DeleteScaling(ctx context.Context, id string) error
+	// SaveScalingState writes a record's loop state if its version is
+	// still version; ErrConflict otherwise.
+	SaveScalingState(ctx context.Context, id string, st hookengine.State, version int64) error
+	// PruneScaling deletes records none of whose arming keys is live at
+	// now, and heartbeat records not announced since now-ttl. It returns
+	// the hostnames it deleted.
+	PruneScaling(ctx context.Context, now time.Time, ttl time.Duration) ([]string, error)
 }

@@ -100,6 +100,26 @@ var migrations = []string{
 		version BIGINT NOT NULL,
 		PRIMARY KEY (tenant, tenant_db, pool)
 	);`,
+	// 3: Aperio scaling records and the keys that armed them.
+	`CREATE TABLE scaling_records (
+		id TEXT PRIMARY KEY,
+		org TEXT NOT NULL,
+		hostname TEXT NOT NULL UNIQUE,
+		declaration TEXT NOT NULL,
+		secret_enc BYTEA,
+		source TEXT NOT NULL,
+		state TEXT NOT NULL,
+		announced_at BIGINT NOT NULL,
+		created_at BIGINT NOT NULL,
+		updated_at BIGINT NOT NULL,
+		version BIGINT NOT NULL
+	);
+	CREATE INDEX scaling_records_org ON scaling_records (org, hostname);
+	CREATE TABLE scaling_record_keys (
+		record_id TEXT NOT NULL REFERENCES scaling_records (id) ON DELETE CASCADE,
+		key_id TEXT NOT NULL,
+		PRIMARY KEY (record_id, key_id)
+	);`,
 }
 
 // Open connects to the database at url (postgres://...) and applies any

@@ -229,6 +229,26 @@ var migrations = []string{
 		version INTEGER NOT NULL,
 		PRIMARY KEY (tenant, tenant_db, pool)
 	) WITHOUT ROWID;`,
+	// 3: Aperio scaling records and the keys that armed them.
+	`CREATE TABLE scaling_records (
+		id TEXT PRIMARY KEY,
+		org TEXT NOT NULL,
+		hostname TEXT NOT NULL UNIQUE,
+		declaration TEXT NOT NULL,
+		secret_enc BLOB,
+		source TEXT NOT NULL,
+		state TEXT NOT NULL,
+		announced_at INTEGER NOT NULL,
+		created_at INTEGER NOT NULL,
+		updated_at INTEGER NOT NULL,
+		version INTEGER NOT NULL
+	);
+	CREATE INDEX scaling_records_org ON scaling_records (org, hostname);
+	CREATE TABLE scaling_record_keys (
+		record_id TEXT NOT NULL REFERENCES scaling_records (id) ON DELETE CASCADE,
+		key_id TEXT NOT NULL,
+		PRIMARY KEY (record_id, key_id)
+	);`,
 }
 
 func (s *Store) migrate(ctx context.Context) error {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/qodaperio/autoscale/internal/band"
+	"github.com/qodaperio/autoscale/internal/hook"
 	"github.com/qodaperio/autoscale/internal/pool"
 	"github.com/qodaperio/autoscale/internal/qodengine"
 	"github.com/qodaperio/autoscale/internal/store"
@@ -28,6 +29,8 @@ func Run(t *testing.T, open Open) {
 	t.Run("StateSavesAreConditional", func(t *testing.T) { testStateVersions(t, open(t)) })
 	t.Run("DeleteTakesStateAndLoad", func(t *testing.T) { testDeleteCleansUp(t, open(t)) })
 	t.Run("FlushMergesRepeatedRows", func(t *testing.T) { testFlushMerges(t, open(t)) })
+	t.Run("ScalingRecords", func(t *testing.T) { testScaling(t, open(t)) })
+	t.Run("ScalingRecordsGoWithTheirKeys", func(t *testing.T) { testScalingPrune(t, open(t)) })
 }
 
 var (
@@ -360,5 +363,106 @@ func testFlushMerges(t *testing.T, s store.Store) {
 	}
 	if got, _ := s.PoolLoad(ctx, bi, 7, 7); got != 11 {
 		t.Fatalf("merged load %d, want 11", got)
+	}
+}
+
+func key(t *testing.T, s store.Store, id, org string, expires *time.Time) {
+	t.Helper()
+	if err := s.CreateKey(ctx, &store.Key{ID: id, Name: id, Hash: "h-" + id, Org: org, Kind: "admin", ExpiresAt: expires, CreatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func record(host, org, source string, at time.Time) *store.ScalingRecord {
+	max := 8
+	return &store.ScalingRecord{ID: "sh_" + host, Org: org, Hostname: host, Source: source, AnnouncedAt: at,
+		Declaration: hook.Declaration{Hostname: host, URL: "https://hook.example.com/scale", Max: &max}}
+}
+
+func testScaling(t *testing.T, s store.Store) {
+	defer s.Close()
+	key(t, s, "k1", "acme", nil)
+	key(t, s, "k2", "acme", nil)
+	r := record("app.example.com", "acme", "api", now)
+	r.SecretEnc = []byte{1, 2, 3}
+	got, created, err := s.PutScaling(ctx, r, "k1", true)
+	if err != nil || !created || got.ID != "sh_app.example.com" || !got.State.Armed || string(got.SecretEnc) != "\x01\x02\x03" ||
+		got.Version != 1 || *got.Declaration.Max != 8 || len(got.KeyIDs) != 1 {
+		t.Fatalf("create: %+v %v %v", got, created, err)
+	}
+	// The breaker disarmed it; a re-announcement from another key of the
+	// org re-arms it, keeps the secret it does not set, and joins the key.
+	got.State.Armed, got.State.Failures = false, 5
+	if err := s.SaveScalingState(ctx, got.ID, got.State, got.Version); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveScalingState(ctx, got.ID, got.State, got.Version); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("stale state save: %v", err)
+	}
+	again := record("app.example.com", "acme", "heartbeat", now.Add(time.Minute))
+	again.ID = "sh_other"
+	*again.Declaration.Max = 9
+	got, created, err = s.PutScaling(ctx, again, "k2", false)
+	if err != nil || created || got.ID != "sh_app.example.com" || !got.State.Armed || got.State.Failures != 0 ||
+		string(got.SecretEnc) != "\x01\x02\x03" || *got.Declaration.Max != 9 || len(got.KeyIDs) != 2 || !got.AnnouncedAt.Equal(now.Add(time.Minute)) {
+		t.Fatalf("re-announce: %+v %v %v", got, created, err)
+	}
+	// Another organization cannot take the hostname.
+	if _, _, err := s.PutScaling(ctx, record("app.example.com", "globex", "api", now), "k9", true); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("foreign org: %v", err)
+	}
+	for _, q := range []string{"sh_app.example.com", "app.example.com"} {
+		if r, err := s.GetScaling(ctx, q); err != nil || r.Hostname != "app.example.com" {
+			t.Fatalf("get %s: %+v %v", q, r, err)
+		}
+	}
+	s.PutScaling(ctx, record("api.example.com", "acme", "api", now), "k1", false)
+	s.PutScaling(ctx, record("www.globex.com", "globex", "api", now), "k1", false)
+	if l, _ := s.ListScaling(ctx, "acme", false); len(l) != 2 || l[0].Hostname != "api.example.com" {
+		t.Fatalf("acme's list: %+v", l)
+	}
+	if l, _ := s.ListScaling(ctx, "", true); len(l) != 3 {
+		t.Fatalf("the whole list: %d", len(l))
+	}
+	if err := s.DeleteScaling(ctx, "sh_api.example.com"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteScaling(ctx, "sh_api.example.com"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("second delete: %v", err)
+	}
+	if _, err := s.GetScaling(ctx, "api.example.com"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("deleted record: %v", err)
+	}
+}
+
+func testScalingPrune(t *testing.T, s store.Store) {
+	defer s.Close()
+	soon := now.Add(time.Hour)
+	key(t, s, "live", "acme", nil)
+	key(t, s, "expiring", "acme", &soon)
+	key(t, s, "revoked", "acme", nil)
+	s.PutScaling(ctx, record("a.example.com", "acme", "api", now), "expiring", false)
+	s.PutScaling(ctx, record("b.example.com", "acme", "api", now), "revoked", false)
+	s.PutScaling(ctx, record("b.example.com", "acme", "api", now), "live", false)
+	s.PutScaling(ctx, record("c.example.com", "acme", "heartbeat", now), "live", false)
+	if err := s.RevokeKey(ctx, "revoked", now); err != nil {
+		t.Fatal(err)
+	}
+	gone, err := s.PruneScaling(ctx, now.Add(time.Minute), 24*time.Hour)
+	if err != nil || len(gone) != 0 {
+		t.Fatalf("nothing is due yet: %v %v", gone, err)
+	}
+	// Two hours on: the only key of a. expired; b. still has a live key.
+	gone, _ = s.PruneScaling(ctx, now.Add(2*time.Hour), 24*time.Hour)
+	if fmt.Sprint(gone) != "[a.example.com]" {
+		t.Fatalf("pruned %v, want a.example.com", gone)
+	}
+	// Two days on: the heartbeat record was not re-announced.
+	gone, _ = s.PruneScaling(ctx, now.Add(48*time.Hour), 24*time.Hour)
+	if fmt.Sprint(gone) != "[c.example.com]" {
+		t.Fatalf("pruned %v, want c.example.com", gone)
+	}
+	if l, _ := s.ListScaling(ctx, "acme", false); len(l) != 1 || l[0].Hostname != "b.example.com" {
+		t.Fatalf("left %+v", l)
 	}
 }
