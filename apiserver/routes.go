@@ -41,6 +41,12 @@ func (s *Server) routes() http.Handler {
 	api.Handle("/pool/nodes", s.handle(anyKey, s.poolNodes)).Methods(http.MethodGet)
 	api.Handle("/pool/nodes/setRoutable", s.handle(operatorKey, s.setRoutable)).Methods(http.MethodPost)
 	api.Handle("/events", s.handle(anyKey, s.streamEvents)).Methods(http.MethodGet)
+	// Aperio scaling hooks.
+	api.Handle("/scaling/validate", s.handle(adminKey, s.validateScaling)).Methods(http.MethodPost)
+	api.Handle("/scaling", s.handle(anyKey, s.listScaling)).Methods(http.MethodGet)
+	api.Handle("/scaling/{hostname}", s.handle(adminKey, s.putScaling)).Methods(http.MethodPut)
+	api.Handle("/scaling/{id}", s.handle(anyKey, s.getScaling)).Methods(http.MethodGet)
+	api.Handle("/scaling/{id}", s.handle(adminKey, s.disarmScaling)).Methods(http.MethodDelete)
 	// Tenants and keys (operator only), audit.
 	api.Handle("/tenant/setQuota", s.handle(operatorKey, s.setQuota)).Methods(http.MethodPost)
 	api.Handle("/tenant/get", s.handle(anyKey, s.getTenant)).Methods(http.MethodGet)

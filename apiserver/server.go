@@ -6,6 +6,7 @@ package apiserver
 
 import (
 	"context"
+	"crypto/rand"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -17,8 +18,10 @@ import (
 	"github.com/qodaperio/autoscale/internal/clock"
 	"github.com/qodaperio/autoscale/internal/config"
 	"github.com/qodaperio/autoscale/internal/events"
+	"github.com/qodaperio/autoscale/internal/fence"
 	"github.com/qodaperio/autoscale/internal/nodes"
 	"github.com/qodaperio/autoscale/internal/qodload"
+	"github.com/qodaperio/autoscale/internal/secretbox"
 	"github.com/qodaperio/autoscale/internal/store"
 )
 
@@ -42,6 +45,14 @@ type Deps struct {
 	// FlushGrace is how long a leader waits after the sweep instant for
 	// the other replicas' flushes; 0: DefaultFlushGrace.
 	FlushGrace time.Duration
+	// Aperio is the Aperio half's settings (scaling on, outbound fence).
+	Aperio config.Aperio
+	// Resolver resolves hook hosts for the outbound fence; nil: the
+	// system's. Tests inject one.
+	Resolver fence.Resolver
+	// SecretKey seals hook secrets (32 bytes). Nil: a random key for this
+	// process only, so stored secrets do not survive a restart.
+	SecretKey []byte
 }
 
 // Server holds the dependencies the handlers and the sweep share.
@@ -60,6 +71,9 @@ type Server struct {
 	// leading is what the leader said at the last sweep.
 	leading    atomic.Bool
 	flushGrace time.Duration
+	aperio     config.Aperio
+	fence      *fence.Fence
+	secrets    *secretbox.Box
 	handler    http.Handler
 	// closing is closed by CloseStreams: event streams end.
 	closing   chan struct{}
@@ -85,6 +99,18 @@ func New(d Deps) *Server {
 		s.flushGrace = DefaultFlushGrace
 	}
 	s.leading.Store(s.leader == nil)
+	s.aperio = d.Aperio
+	s.fence, _ = fence.New(fence.Policy{AllowHTTP: d.Aperio.ScalingAllowHTTP, AllowPrivate: d.Aperio.ScalingAllowPrivate,
+		Allowlist: d.Aperio.OutboundAllowlist, BlockPrivate: d.Aperio.OutboundBlockPrivate}, d.Resolver)
+	key := d.SecretKey
+	if key == nil {
+		key = make([]byte, secretbox.KeySize)
+		_, _ = rand.Read(key)
+	}
+	var err error
+	if s.secrets, err = secretbox.New(key); err != nil {
+		panic("apiserver: " + err.Error()) // a programming error: serve checks the key first
+	}
 	if s.clock == nil {
 		s.clock = clock.Real{}
 		if d.Now != nil {

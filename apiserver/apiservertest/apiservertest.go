@@ -15,6 +15,7 @@ import (
 	"github.com/qodaperio/autoscale/internal/client"
 	"github.com/qodaperio/autoscale/internal/clock"
 	"github.com/qodaperio/autoscale/internal/config"
+	"github.com/qodaperio/autoscale/internal/fence"
 	"github.com/qodaperio/autoscale/internal/nodes"
 	"github.com/qodaperio/autoscale/internal/store/sqlite"
 )
@@ -45,6 +46,9 @@ type Options struct {
 	Nodes     nodes.Backend
 	Logger    *slog.Logger
 	OnSweep   func(apiserver.SweepReport)
+	// Aperio settings; Resolver answers the outbound fence's lookups.
+	Aperio   *config.Aperio
+	Resolver fence.Resolver
 }
 
 // Start starts a server. Close it when done.
@@ -68,8 +72,12 @@ func Start(o Options) (*Instance, error) {
 	if o.Autoscale != nil {
 		settings = *o.Autoscale
 	}
+	aperio := config.DefaultAperio()
+	if o.Aperio != nil {
+		aperio = *o.Aperio
+	}
 	server := apiserver.New(apiserver.Deps{Store: st, Autoscale: settings, Now: o.Now, Clock: o.Clock,
-		Nodes: o.Nodes, Logger: o.Logger, OnSweep: o.OnSweep})
+		Nodes: o.Nodes, Logger: o.Logger, OnSweep: o.OnSweep, Aperio: aperio, Resolver: o.Resolver})
 	srv := httptest.NewServer(server.Handler())
 	c, err := client.New(client.Options{Endpoint: srv.URL, APIKey: OperatorKey, RetryMax: 1})
 	if err != nil {

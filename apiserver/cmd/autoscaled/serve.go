@@ -26,6 +26,7 @@ import (
 	"github.com/qodaperio/autoscale/internal/clock"
 	"github.com/qodaperio/autoscale/internal/config"
 	"github.com/qodaperio/autoscale/internal/nodes"
+	"github.com/qodaperio/autoscale/internal/secretbox"
 	"github.com/qodaperio/autoscale/internal/store"
 	"github.com/qodaperio/autoscale/internal/store/postgres"
 	"github.com/qodaperio/autoscale/internal/store/sqlite"
@@ -169,7 +170,11 @@ func serve(ctx context.Context, o *serveOptions, getenv func(string) string, out
 		}
 	}
 	var err error
-	var levelSrc, listenSrc, dbSrc config.Source
+	var levelSrc, listenSrc, dbSrc, keyFileSrc config.Source
+	keyFile := ""
+	if keyFile, keyFileSrc, err = resolve(o, file, getenv, "", "secret_key_file", "QOD_SECRET_KEY_FILE", ""); err != nil {
+		return err
+	}
 	if o.logLevel, levelSrc, err = resolve(o, file, getenv, "log-level", "log_level", "QOD_LOG_LEVEL", o.logLevel); err != nil {
 		return err
 	}
@@ -211,6 +216,10 @@ func serve(ctx context.Context, o *serveOptions, getenv func(string) string, out
 			{"database_url", "QOD_DATABASE_URL", redactURL(o.database), string(dbSrc)},
 			{"log_level", "QOD_LOG_LEVEL", o.logLevel, string(levelSrc)},
 			{"", "QOD_API_KEY", apiKey, string(apiKeySrc)},
+			{"secret_key_file", "QOD_SECRET_KEY_FILE", defaultKeyFile(o.database, keyFile), string(keyFileSrc)},
+		}
+		if getenv("QOD_SECRET_KEY") != "" {
+			rows = append(rows, [4]string{"-", "QOD_SECRET_KEY", "***", string(config.FromEnv)})
 		}
 		envOf := config.AutoscaleEnv()
 		a, _ := json.Marshal(settings)
@@ -261,6 +270,10 @@ func serve(ctx context.Context, o *serveOptions, getenv func(string) string, out
 			return err
 		}
 	}
+	secretKey, err := loadSecretKey(getenv("QOD_SECRET_KEY"), defaultKeyFile(o.database, keyFile), log)
+	if err != nil {
+		return err
+	}
 	st, leader, where, err := openStore(ctx, o.database)
 	if err != nil {
 		return err
@@ -276,7 +289,8 @@ func serve(ctx context.Context, o *serveOptions, getenv func(string) string, out
 	if secret != "" && getenv("QOD_API_KEY") == "" {
 		fmt.Fprintf(out, "\nOperator API key (shown once, keep it safe):\n\n    %s\n\n", secret)
 	}
-	server := apiserver.New(apiserver.Deps{Store: st, Autoscale: settings, Clock: clock.Real{}, Logger: log, Nodes: backend, Leader: leader})
+	server := apiserver.New(apiserver.Deps{Store: st, Autoscale: settings, Clock: clock.Real{}, Logger: log, Nodes: backend, Leader: leader,
+		Aperio: aperio, SecretKey: secretKey})
 	if err := server.RestoreNodes(ctx); err != nil {
 		return fmt.Errorf("start the stored pools' nodes: %w", err)
 	}
@@ -362,4 +376,41 @@ func armFailpoint(spec string, log *slog.Logger) error {
 		}
 	}
 	return nil
+}
+
+// defaultKeyFile is where the server key for hook secrets lives: the file
+// named by secret_key_file, else beside the SQLite file, else
+// ./autoscaled.key (PostgreSQL replicas must share one key: set
+// QOD_SECRET_KEY or point them at the same file).
+func defaultKeyFile(dsn, configured string) string {
+	if configured != "" {
+		return configured
+	}
+	if isPostgres(dsn) {
+		return "autoscaled.key"
+	}
+	if path, err := sqlitePath(dsn); err == nil {
+		return path + ".key"
+	}
+	return "autoscaled.key"
+}
+
+// loadSecretKey takes QOD_SECRET_KEY (base64 of 32 bytes) when set, else
+// the key file, creating it on the first start.
+func loadSecretKey(env, file string, log *slog.Logger) ([]byte, error) {
+	if env != "" {
+		k, err := secretbox.ParseKey(env)
+		if err != nil {
+			return nil, fmt.Errorf("QOD_SECRET_KEY: %w", err)
+		}
+		return k, nil
+	}
+	k, created, err := secretbox.LoadOrCreate(file)
+	if err != nil {
+		return nil, err
+	}
+	if created {
+		log.Info("created the server key that seals hook secrets; back it up beside the database", "file", file)
+	}
+	return k, nil
 }

@@ -354,3 +354,29 @@ func TestCrashMidFlushCountsNothingTwice(t *testing.T) {
 		}
 	})
 }
+
+// The key that seals hook secrets is created beside the SQLite file on the
+// first start, private to the server's user, and kept across restarts.
+func TestSecretKeyFileIsCreatedOnce(t *testing.T) {
+	bin := buildServer(t)
+	db := filepath.Join(t.TempDir(), "k.db")
+	cmd, _, _ := startServerWith(t, bin, db, nil)
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+	info, err := os.Stat(db + ".key")
+	if err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("key file: %v %v", info, err)
+	}
+	first, _ := os.ReadFile(db + ".key")
+	cmd, _, _ = startServerWith(t, bin, db, nil)
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+	if again, _ := os.ReadFile(db + ".key"); string(again) != string(first) {
+		t.Fatal("the key changed across a restart")
+	}
+	bad := exec.Command(bin, "--database-url", db)
+	bad.Env = append(os.Environ(), "QOD_SECRET_KEY=not-base64!")
+	if out, err := bad.CombinedOutput(); err == nil || !strings.Contains(string(out), "QOD_SECRET_KEY: the secret key is not base64") {
+		t.Fatalf("a bad QOD_SECRET_KEY: %v %s", err, out)
+	}
+}
