@@ -68,8 +68,7 @@ func main() {
 	quietSDKLogsUnlessAsked()
 	factory := provider.NewQod(version)
 	if name == "aperio" {
-		fmt.Fprintln(os.Stderr, "the aperio provider is not part of this build yet")
-		os.Exit(2)
+		factory = provider.NewAperio(version)
 	}
 	err = providerserver.Serve(context.Background(), factory, providerserver.ServeOpts{Address: sourcePrefix + name, Debug: *debug})
 	if err != nil {

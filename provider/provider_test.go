@@ -2,7 +2,9 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"regexp"
@@ -26,7 +28,19 @@ var testServer *apiservertest.Instance
 
 // testAccProtoV6ProviderFactories serves both providers in-process.
 var testAccProtoV6ProviderFactories = map[string]func() (tfprotov6.ProviderServer, error){
-	"qod": providerserver.NewProtocol6WithError(NewQod("test")()),
+	"qod":    providerserver.NewProtocol6WithError(NewQod("test")()),
+	"aperio": providerserver.NewProtocol6WithError(NewAperio("test")()),
+}
+
+// testDNS resolves the hook hosts the acceptance tests declare: one public,
+// one internal (which the server's fence refuses).
+type testDNS map[string]string
+
+func (d testDNS) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	if a, ok := d[host]; ok {
+		return []netip.Addr{netip.MustParseAddr(a)}, nil
+	}
+	return nil, errors.New("no such host")
 }
 
 func TestMain(m *testing.M) {
@@ -50,13 +64,18 @@ func TestMain(m *testing.M) {
 	settings := config.DefaultAutoscale()
 	settings.HardCap = testHardCap
 	var err error
-	testServer, err = apiservertest.Start(apiservertest.Options{Autoscale: &settings})
+	aperio := config.DefaultAperio()
+	aperio.Scaling = true
+	testServer, err = apiservertest.Start(apiservertest.Options{Autoscale: &settings, Aperio: &aperio,
+		Resolver: testDNS{"hooks.example.com": "93.184.216.34", "inside.example.com": "10.0.0.9"}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "FATAL: starting the test API server:", err)
 		os.Exit(1)
 	}
 	os.Setenv("QOD_ENDPOINT", testServer.URL)
 	os.Setenv("QOD_API_KEY", apiservertest.OperatorKey)
+	os.Setenv("APERIO_ENDPOINT", testServer.URL)
+	os.Setenv("APERIO_API_KEY", apiservertest.OperatorKey)
 	code := m.Run()
 	testServer.Close()
 	os.Exit(code)

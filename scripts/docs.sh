@@ -13,11 +13,13 @@ if ! command -v terraform >/dev/null; then
 fi
 
 generate() {
-  for p in qod; do
-    go tool tfplugindocs generate --provider-dir . --provider-name "$p" \
-      --website-source-dir "templates/$p" --rendered-website-dir "docs/$p" \
-      --examples-dir examples >/dev/null
-  done
+  # qod's examples sit at the root of examples/, aperio's under examples/aperio.
+  go tool tfplugindocs generate --provider-dir . --provider-name qod \
+    --website-source-dir templates/qod --rendered-website-dir docs/qod \
+    --examples-dir examples >/dev/null
+  go tool tfplugindocs generate --provider-dir . --provider-name aperio \
+    --website-source-dir templates/aperio --rendered-website-dir docs/aperio \
+    --examples-dir examples/aperio >/dev/null
 }
 
 case "${1:-}" in

@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 
 	"github.com/qodaperio/autoscale/internal/api"
+	"github.com/qodaperio/autoscale/internal/hook"
 )
 
 // ErrNotFound matches (errors.Is) an *APIError with status 404.
@@ -318,4 +319,54 @@ func (c *Client) AutoscaleStatus(ctx context.Context, tenant, tenantDB, pool str
 // SetRoutable marks a node of the memory backend routable or not.
 func (c *Client) SetRoutable(ctx context.Context, req api.SetRoutableRequest) error {
 	return c.do(ctx, http.MethodPost, "/api/pool/nodes/setRoutable", nil, req, nil, true)
+}
+
+// ScalingRequest is a declaration sent to PUT /api/scaling/{hostname} or
+// POST /api/scaling/validate, with the write-only secret.
+type ScalingRequest struct {
+	hook.Declaration
+	Secret *string `json:"secret,omitempty"`
+}
+
+// PutScaling declares or edits the record for a hostname. PUT is
+// idempotent, so it is retried like a read.
+func (c *Client) PutScaling(ctx context.Context, req ScalingRequest) (*api.ScalingRecord, error) {
+	var out api.ScalingRecord
+	if err := c.do(ctx, http.MethodPut, "/api/scaling/"+url.PathEscape(req.Hostname), nil, req, &out, true); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ValidateScaling checks a declaration against every rule and the live
+// outbound fence without storing it.
+func (c *Client) ValidateScaling(ctx context.Context, req ScalingRequest) (*api.ScalingValidation, error) {
+	var out api.ScalingValidation
+	if err := c.do(ctx, http.MethodPost, "/api/scaling/validate", nil, req, &out, true); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// GetScaling reads a record by id or hostname.
+func (c *Client) GetScaling(ctx context.Context, idOrHostname string) (*api.ScalingRecord, error) {
+	var out api.ScalingRecord
+	if err := c.do(ctx, http.MethodGet, "/api/scaling/"+url.PathEscape(idOrHostname), nil, nil, &out, true); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListScaling lists the records the key may see.
+func (c *Client) ListScaling(ctx context.Context) ([]api.ScalingRecord, error) {
+	var out api.ScalingList
+	if err := c.do(ctx, http.MethodGet, "/api/scaling", nil, nil, &out, true); err != nil {
+		return nil, err
+	}
+	return out.Records, nil
+}
+
+// DisarmScaling deletes a record.
+func (c *Client) DisarmScaling(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodDelete, "/api/scaling/"+url.PathEscape(id), nil, nil, nil, true)
 }
