@@ -60,7 +60,7 @@ func TestAccScalingHook_lifecycle(t *testing.T) {
 				},
 			},
 			{
-				Config:            hookConfig(host, ""),
+				Config:           hookConfig(host, ""),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()}},
 			},
 			{
