@@ -258,6 +258,8 @@ func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// A scaling record goes with the last key that armed it.
+	s.pruneScaling(r.Context(), s.now())
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

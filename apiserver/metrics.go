@@ -20,7 +20,29 @@ type metrics struct {
 	sweepTime  prometheus.Histogram
 	sweepPools prometheus.Gauge
 	statements prometheus.Counter
+	hookCalls  *prometheus.CounterVec
+	hookUtil   *prometheus.GaugeVec
+	hookArmed  *prometheus.GaugeVec
 	handler    http.Handler
+}
+
+func (m *metrics) hookCall(host, reason string, ok bool) {
+	outcome := "accepted"
+	if !ok {
+		outcome = "failed"
+	}
+	m.hookCalls.WithLabelValues(host, reason, outcome).Inc()
+}
+
+func (m *metrics) hookSample(host string, util float64, armed bool) {
+	if util >= 0 {
+		m.hookUtil.WithLabelValues(host).Set(util)
+	}
+	a := 0.0
+	if armed {
+		a = 1
+	}
+	m.hookArmed.WithLabelValues(host).Set(a)
 }
 
 func newMetrics(s *Server) *metrics {
@@ -42,6 +64,15 @@ func newMetrics(s *Server) *metrics {
 		statements: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "qod_load_statements_total", Help: "Statements recorded through POST /api/pool/load.",
 		}),
+		hookCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "aperio_scaling_calls_total", Help: "Scaling hook calls, by hostname, reason and outcome.",
+		}, []string{"hostname", "reason", "outcome"}),
+		hookUtil: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "aperio_scaling_utilization", Help: "In-flight requests over announced capacity at the last sample, by hostname.",
+		}, []string{"hostname"}),
+		hookArmed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "aperio_scaling_armed", Help: "1 while the hostname's hook may be called, 0 once disarmed.",
+		}, []string{"hostname"}),
 	}
 	for _, d := range []qodengine.Direction{qodengine.Out, qodengine.In} {
 		m.actions.WithLabelValues(d.String())
@@ -55,7 +86,7 @@ func newMetrics(s *Server) *metrics {
 		}
 		return 0
 	})
-	m.registry.MustRegister(m.actions, m.failures, m.sweepTime, m.sweepPools, m.statements, leader,
+	m.registry.MustRegister(m.actions, m.failures, m.sweepTime, m.sweepPools, m.statements, leader, m.hookCalls, m.hookUtil, m.hookArmed,
 		&poolCollector{s: s}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 	return m

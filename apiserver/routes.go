@@ -47,6 +47,7 @@ func (s *Server) routes() http.Handler {
 	api.Handle("/scaling/{hostname}", s.handle(adminKey, s.putScaling)).Methods(http.MethodPut)
 	api.Handle("/scaling/{id}", s.handle(anyKey, s.getScaling)).Methods(http.MethodGet)
 	api.Handle("/scaling/{id}", s.handle(adminKey, s.disarmScaling)).Methods(http.MethodDelete)
+	api.Handle("/clients/heartbeat", s.handle(anyKey, s.heartbeat)).Methods(http.MethodPost)
 	// Tenants and keys (operator only), audit.
 	api.Handle("/tenant/setQuota", s.handle(operatorKey, s.setQuota)).Methods(http.MethodPost)
 	api.Handle("/tenant/get", s.handle(anyKey, s.getTenant)).Methods(http.MethodGet)

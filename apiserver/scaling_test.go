@@ -156,3 +156,15 @@ func TestScalingOffIsSaidNotSilent(t *testing.T) {
 		t.Fatalf("off: %+v", r)
 	}
 }
+
+// A record goes with the last live key that armed it.
+func TestRecordGoesWithItsLastKey(t *testing.T) {
+	h := scalingHarness(t, true)
+	k, err := h.srv.Client.CreateKey(context.Background(), api.CreateKeyRequest{Name: "acme-ci", Org: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.mustCall("PUT", "/api/scaling/app.example.com", k.Secret, decl, 201)
+	h.mustCall("DELETE", "/api/keys/"+k.ID, opKey, "", 204)
+	h.mustCall("GET", "/api/scaling/app.example.com", opKey, "", 404)
+}

@@ -74,6 +74,8 @@ type Server struct {
 	aperio     config.Aperio
 	fence      *fence.Fence
 	secrets    *secretbox.Box
+	registry   *registry
+	hooks      *hookLoop
 	handler    http.Handler
 	// closing is closed by CloseStreams: event streams end.
 	closing   chan struct{}
@@ -100,6 +102,7 @@ func New(d Deps) *Server {
 	}
 	s.leading.Store(s.leader == nil)
 	s.aperio = d.Aperio
+	s.registry, s.hooks = newRegistry(), newHookLoop()
 	s.fence, _ = fence.New(fence.Policy{AllowHTTP: d.Aperio.ScalingAllowHTTP, AllowPrivate: d.Aperio.ScalingAllowPrivate,
 		Allowlist: d.Aperio.OutboundAllowlist, BlockPrivate: d.Aperio.OutboundBlockPrivate}, d.Resolver)
 	key := d.SecretKey

@@ -314,8 +314,10 @@ func serve(ctx context.Context, o *serveOptions, getenv func(string) string, out
 		"sweepSeconds", settings.SweepSeconds, "autoscale", settings.Enabled, "nodes", nodeSettings.Backend)
 	sweepCtx, stopSweeps := context.WithCancel(context.Background())
 	sweepsDone := make(chan struct{})
+	hooksDone := make(chan struct{})
 	go func() { defer close(sweepsDone); _ = server.RunSweeps(sweepCtx) }()
-	defer func() { stopSweeps(); <-sweepsDone }()
+	go func() { defer close(hooksDone); _ = server.RunHookLoop(sweepCtx) }()
+	defer func() { stopSweeps(); <-sweepsDone; <-hooksDone }()
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -1,0 +1,338 @@
+package apiserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/qodaperio/autoscale/internal/api"
+	"github.com/qodaperio/autoscale/internal/hook"
+	"github.com/qodaperio/autoscale/internal/hookengine"
+	"github.com/qodaperio/autoscale/internal/store"
+)
+
+// MaxCallsInFlight bounds the hook calls in flight across the server.
+const MaxCallsInFlight = 8
+
+// HookTick is the hook loop's sampling interval.
+const HookTick = time.Second
+
+// hookLoop holds the loop's per-record state in memory: each replica calls
+// from its own view (calls carry an Idempotency-Key for that reason). What
+// must survive (armed, failures) is written to the record.
+type hookLoop struct {
+	mu      sync.Mutex
+	states  map[string]*loopRecord
+	slots   chan struct{}
+	calls   sync.WaitGroup
+	lastHit time.Time
+}
+
+type loopRecord struct {
+	version int64 // the record version this state was loaded from
+	state   hookengine.State
+}
+
+func newHookLoop() *hookLoop {
+	return &hookLoop{states: map[string]*loopRecord{}, slots: make(chan struct{}, MaxCallsInFlight)}
+}
+
+// RunHookLoop samples every armed record every HookTick until ctx ends.
+func (s *Server) RunHookLoop(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			s.hooks.calls.Wait()
+			return ctx.Err()
+		case at := <-s.clock.After(HookTick):
+			s.HookTickAt(ctx, at)
+		}
+	}
+}
+
+// WaitHookCalls waits for the calls started so far (tests).
+func (s *Server) WaitHookCalls() { s.hooks.calls.Wait() }
+
+// HookTickAt runs one pass of the hook loop at now.
+func (s *Server) HookTickAt(ctx context.Context, now time.Time) {
+	if now.Sub(s.hooks.lastHit) >= time.Minute {
+		s.hooks.lastHit = now
+		s.pruneScaling(ctx, now)
+	}
+	if !s.aperio.Scaling {
+		return
+	}
+	recs, err := s.store.ListScaling(ctx, "", true)
+	if err != nil {
+		s.log.Warn("hooks: listing records failed", "err", err)
+		return
+	}
+	seen := map[string]bool{}
+	for i := range recs {
+		rec := &recs[i]
+		seen[rec.ID] = true
+		h, err := rec.Declaration.Validate()
+		if err != nil {
+			continue // stored before a rule changed: never called
+		}
+		s.hooks.mu.Lock()
+		lr := s.hooks.states[rec.ID]
+		if lr == nil || lr.version != rec.Version {
+			// New, edited, re-armed or disarmed elsewhere: the stored
+			// state wins, the clocks start again.
+			inFlight := lr != nil && lr.state.InFlight
+			lr = &loopRecord{version: rec.Version, state: rec.State}
+			lr.state.AboveSince, lr.state.IdleSince, lr.state.InFlight = time.Time{}, time.Time{}, inFlight
+			s.hooks.states[rec.ID] = lr
+		}
+		sample := s.registry.sample(rec.Hostname, now)
+		d, next := hookengine.Decide(&h, lr.state, sample, now)
+		if d.Call != nil {
+			select {
+			case s.hooks.slots <- struct{}{}:
+			default:
+				// Eight calls are in flight server-wide: this one waits
+				// for a later tick, it is not dropped.
+				next.InFlight = false
+				lr.state = next
+				s.hooks.mu.Unlock()
+				continue
+			}
+		}
+		lr.state = next
+		s.hooks.mu.Unlock()
+		s.metrics.hookSample(rec.Hostname, d.Utilization, next.Armed)
+		if d.Call != nil {
+			key := hookengine.IdempotencyKey(rec.ID, next, *d.Call)
+			s.hooks.calls.Add(1)
+			go s.callHook(context.WithoutCancel(ctx), *rec, h, *d.Call, key, now)
+		}
+	}
+	s.hooks.mu.Lock()
+	for id := range s.hooks.states {
+		if !seen[id] {
+			delete(s.hooks.states, id)
+		}
+	}
+	s.hooks.mu.Unlock()
+}
+
+// hookBody is exactly the reference page's call body.
+type hookBody struct {
+	Reason   string  `json:"reason"`
+	Hostname string  `json:"hostname"`
+	Path     *string `json:"path"`
+	OrgID    *string `json:"org_id"`
+	Current  int     `json:"current"`
+	Desired  int     `json:"desired"`
+	Min      int     `json:"min"`
+	Max      int     `json:"max"`
+}
+
+// callHook makes one call and records its outcome.
+func (s *Server) callHook(ctx context.Context, rec store.ScalingRecord, h hook.Hook, c hookengine.Call, key string, decidedAt time.Time) {
+	defer s.hooks.calls.Done()
+	defer func() { <-s.hooks.slots }()
+	err := s.doHookCall(ctx, rec, h, c, key)
+	now := s.now()
+	s.hooks.mu.Lock()
+	lr := s.hooks.states[rec.ID]
+	if lr == nil {
+		lr = &loopRecord{version: rec.Version, state: rec.State}
+		s.hooks.states[rec.ID] = lr
+	}
+	tripped := false
+	if err == nil {
+		lr.state = hookengine.Succeeded(&h, lr.state, now)
+	} else {
+		lr.state, tripped = hookengine.Failed(&h, lr.state, now)
+	}
+	st, version := lr.state, lr.version
+	s.hooks.mu.Unlock()
+
+	detail := map[string]any{"hostname": rec.Hostname, "reason": string(c.Reason), "current": c.Current, "desired": c.Desired,
+		"url_host": hostOf(h.URL), "idempotency_key": key}
+	action := "scaling_requested"
+	if err != nil {
+		action = "scaling_failed"
+		detail["error"] = err.Error()
+		detail["failures"] = st.Failures
+		s.log.Warn(fmt.Sprintf("hooks: %s %s %d -> %d failed: %v (failure %d of %d)", rec.Hostname, c.Reason, c.Current, c.Desired, err, st.Failures, hookengine.BreakerFailures))
+	} else {
+		s.log.Info(fmt.Sprintf("hooks: %s %s %d -> %d accepted", rec.Hostname, c.Reason, c.Current, c.Desired))
+	}
+	s.metrics.hookCall(rec.Hostname, string(c.Reason), err == nil)
+	_ = s.audit(ctx, "aperio", action, rec.Org, rec.ID, detail)
+	s.events.Publish(action, rec.Org, now, detail)
+	if tripped {
+		alert := map[string]any{"hostname": rec.Hostname, "reason": "breaker: five failed calls in a row", "last_error": err.Error()}
+		_ = s.audit(ctx, "aperio", "scaling_disarmed", rec.Org, rec.ID, alert)
+		s.events.Publish("scaling_disarmed", rec.Org, now, alert)
+		s.log.Error(fmt.Sprintf("hooks: %s disarmed after %d failed calls in a row; re-announce or apply the declaration to re-arm", rec.Hostname, hookengine.BreakerFailures))
+	}
+	// Only what must outlive this replica goes to the record: armed and the
+	// failure count.
+	if err := s.store.SaveScalingState(ctx, rec.ID, hookengine.State{Armed: st.Armed, Failures: st.Failures}, version); err == nil {
+		s.hooks.mu.Lock()
+		if lr := s.hooks.states[rec.ID]; lr != nil && lr.version == version {
+			lr.version = version + 1
+		}
+		s.hooks.mu.Unlock()
+	} else if !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
+		s.log.Warn("hooks: saving the record's state failed", "hostname", rec.Hostname, "err", err)
+	}
+}
+
+func (s *Server) doHookCall(ctx context.Context, rec store.ScalingRecord, h hook.Hook, c hookengine.Call, key string) error {
+	// The fence checks the destination again at call time: DNS may have
+	// changed since the declaration. A refusal is a failure, never retried
+	// inside the call.
+	target, err := s.fence.Check(ctx, h.URL)
+	if err != nil {
+		return err
+	}
+	body := hookBody{Reason: string(c.Reason), Hostname: rec.Hostname, Current: c.Current, Desired: c.Desired, Min: h.Min, Max: h.Max}
+	if rec.Org != "" {
+		org := rec.Org
+		body.OrgID = &org
+	}
+	b, _ := json.Marshal(body)
+	req, err := http.NewRequest(http.MethodPost, h.URL, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set("User-Agent", "autoscaled-hooks")
+	if len(rec.SecretEnc) > 0 {
+		secret, err := s.secrets.Open(rec.SecretEnc, []byte(rec.ID))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer "+string(secret))
+	}
+	resp, err := s.fence.Do(ctx, target, req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close() // the body is never read
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return fmt.Errorf("%s answered %d", target, resp.StatusCode)
+	}
+	return nil
+}
+
+// heartbeatRequest is the body of POST /api/clients/heartbeat.
+type heartbeatRequest struct {
+	ClientID      string `json:"client_id"`
+	Hostname      string `json:"hostname"`
+	Target        string `json:"target"`
+	MaxConcurrent *int   `json:"max_concurrent"`
+	Priority      int    `json:"priority"`
+	State         string `json:"state"`
+	// Inflight is the permits in use on this client; the edge will report
+	// it itself.
+	Inflight int   `json:"inflight"`
+	ProbeOK  *bool `json:"probe_ok,omitempty"`
+	// Scaling announces the hostname's scaling declaration.
+	Scaling *scalingRequest `json:"scaling,omitempty"`
+}
+
+// heartbeat is POST /api/clients/heartbeat: the client is capacity for its
+// hostname for ClientTTL; a scaling block announces (and re-arms) the
+// hostname's record.
+func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
+	var req heartbeatRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	if err := hook.ValidHostname(req.Hostname); err != nil {
+		return invalidRequest("%s", err.(*api.Error).Message)
+	}
+	if req.ClientID == "" || len(req.ClientID) > 128 {
+		return invalidRequest("client_id is required; accepted: 1 to 128 characters")
+	}
+	switch req.State {
+	case "":
+		req.State = ClientActive
+	case ClientActive, ClientDraining, ClientDisabled:
+	default:
+		return invalidRequest("state %q is not accepted; accepted: active, draining, disabled", clip(req.State))
+	}
+	if req.Priority < 0 || req.Priority > 100 {
+		return invalidRequest("priority is %d; accepted: 0 (primary) to 100", req.Priority)
+	}
+	mc := 0
+	if req.MaxConcurrent != nil {
+		mc = *req.MaxConcurrent
+	}
+	if mc < 0 || mc > hook.MaxMaxConcurrent {
+		return invalidRequest("max_concurrent is %d; accepted: 0 to %d", mc, hook.MaxMaxConcurrent)
+	}
+	if req.Inflight < 0 || req.Inflight > 10_000_000 {
+		return invalidRequest("inflight is %d; accepted: 0 to 10000000", req.Inflight)
+	}
+	probe := req.ProbeOK == nil || *req.ProbeOK
+	c := caller(r)
+	now := s.now()
+	s.registry.heartbeat(req.Hostname, c.Org+"/"+req.ClientID, clientEntry{MaxConcurrent: mc, Priority: req.Priority,
+		State: req.State, Inflight: req.Inflight, ProbeOK: probe, Seen: now})
+	out := map[string]any{"hostname": req.Hostname, "ttl_seconds": int(ClientTTL.Seconds())}
+	if req.Scaling != nil {
+		out["scaling"] = s.announce(r.Context(), c, req.Hostname, req.Scaling, now)
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+// announce stores a heartbeat's scaling block, or says why not.
+func (s *Server) announce(ctx context.Context, c principal, host string, req *scalingRequest, now time.Time) map[string]any {
+	if !s.aperio.Scaling {
+		return map[string]any{"accepted": false, "notice": scalingOffNotice}
+	}
+	h, err := s.checkDeclaration(ctx, req, host)
+	if err != nil {
+		var ae *api.Error
+		if errors.As(err, &ae) {
+			return map[string]any{"accepted": false, "error": ae}
+		}
+		return map[string]any{"accepted": false, "error": api.Errorf(api.CodeInternal, "the declaration could not be checked")}
+	}
+	rec := &store.ScalingRecord{ID: newRecordID(), Org: c.Org, Hostname: h.Hostname, Declaration: effective(req.Declaration, h),
+		Source: "heartbeat", AnnouncedAt: now}
+	if old, err := s.store.GetScaling(ctx, h.Hostname); err == nil {
+		rec.ID = old.ID
+	}
+	if req.Secret != nil && *req.Secret != "" {
+		if rec.SecretEnc, err = s.secrets.Seal([]byte(*req.Secret), []byte(rec.ID)); err != nil {
+			return map[string]any{"accepted": false, "error": api.Errorf(api.CodeInternal, "the secret could not be sealed")}
+		}
+	}
+	stored, _, err := s.store.PutScaling(ctx, rec, c.KeyID, req.Secret != nil)
+	if errors.Is(err, store.ErrConflict) {
+		return map[string]any{"accepted": false, "error": api.Errorf(api.CodeConflict, "hostname %s is declared by another organization", h.Hostname)}
+	}
+	if err != nil {
+		s.log.Error("hooks: storing an announced declaration failed", "hostname", h.Hostname, "err", err)
+		return map[string]any{"accepted": false, "error": api.Errorf(api.CodeInternal, "internal error; the server log has the details")}
+	}
+	return map[string]any{"accepted": true, "id": stored.ID, "armed": stored.State.Armed}
+}
+
+// pruneScaling drops records whose arming keys are all revoked or expired,
+// and heartbeat records not re-announced within the record TTL.
+func (s *Server) pruneScaling(ctx context.Context, now time.Time) {
+	gone, err := s.store.PruneScaling(ctx, now, s.aperio.ScalingRecordTTL)
+	if err != nil {
+		s.log.Warn("hooks: pruning records failed", "err", err)
+		return
+	}
+	for _, host := range gone {
+		s.log.Info("hooks: record dropped: no live key armed it, or nothing re-announced it", "hostname", host)
+		s.events.Publish("scaling_disarmed", "", now, map[string]any{"hostname": host, "reason": "no live arming key, or not re-announced within the TTL"})
+	}
+}

@@ -1,0 +1,229 @@
+package apiserver_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/qodaperio/autoscale/apiserver/apiservertest"
+	"github.com/qodaperio/autoscale/internal/api"
+	"github.com/qodaperio/autoscale/internal/clock"
+	"github.com/qodaperio/autoscale/internal/config"
+)
+
+// receiver is a scale endpoint that records every call.
+type receiver struct {
+	mu     sync.Mutex
+	calls  []receivedCall
+	status int
+	srv    *httptest.Server
+}
+
+type receivedCall struct {
+	body map[string]any
+	auth string
+	key  string
+}
+
+func newReceiver(t *testing.T) *receiver {
+	rc := &receiver{status: 202}
+	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var body map[string]any
+		json.Unmarshal(b, &body)
+		rc.mu.Lock()
+		rc.calls = append(rc.calls, receivedCall{body: body, auth: r.Header.Get("Authorization"), key: r.Header.Get("Idempotency-Key")})
+		status := rc.status
+		rc.mu.Unlock()
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(rc.srv.Close)
+	return rc
+}
+
+func (rc *receiver) got() []receivedCall {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]receivedCall(nil), rc.calls...)
+}
+
+type hookRig struct {
+	*harness
+	clk *clock.Fake
+	rc  *receiver
+}
+
+func newHookRig(t *testing.T) *hookRig {
+	a := config.DefaultAperio()
+	a.Scaling, a.ScalingAllowHTTP, a.ScalingAllowPrivate = true, true, true
+	clk := clock.NewFake(minuteStart)
+	h := newHarness(t, apiservertest.Options{Aperio: &a, Resolver: hookDNS{"hooks.test": "127.0.0.1"}, Clock: clk})
+	return &hookRig{harness: h, clk: clk, rc: newReceiver(t)}
+}
+
+func (r *hookRig) hookURL() string {
+	u, _ := url.Parse(r.rc.srv.URL)
+	return "http://hooks.test:" + u.Port() + "/scale"
+}
+
+// tick runs the loop once a second for n seconds, waiting for the calls.
+func (r *hookRig) tick(n int) {
+	for range n {
+		r.clk.Advance(time.Second)
+		r.srv.Server.HookTickAt(context.Background(), r.clk.Now())
+		r.srv.Server.WaitHookCalls()
+	}
+}
+
+func (r *hookRig) heartbeat(key, client string, maxConcurrent, inflight int) {
+	r.t.Helper()
+	r.mustCall("POST", "/api/clients/heartbeat", key, `{"client_id":"`+client+`","hostname":"app.example.com","target":"http://127.0.0.1:3000",
+		"max_concurrent":`+itoa(maxConcurrent)+`,"inflight":`+itoa(inflight)+`}`, 200)
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// Four saturated clients for a full window make exactly one scale_out call,
+// with the reference body, the Bearer secret and an Idempotency-Key; it is
+// audited and published.
+func TestHookLoopScalesOutOnceAfterAWindow(t *testing.T) {
+	r := newHookRig(t)
+	acme := r.newKey(api.CreateKeyRequest{Name: "acme", Org: "acme"})
+	r.mustCall("PUT", "/api/scaling/app.example.com", acme, `{"url":"`+r.hookURL()+`","max":8,"window":"15s","cooldown":"60s","secret":"s3cret"}`, 201)
+	busy := func() {
+		for i := range 4 {
+			r.heartbeat(acme, "c"+itoa(i), 10, 8)
+		}
+	}
+	busy()
+	r.tick(14)
+	if n := len(r.rc.got()); n != 0 {
+		t.Fatalf("%d calls before the window closed", n)
+	}
+	busy()
+	r.tick(2)
+	calls := r.rc.got()
+	if len(calls) != 1 {
+		t.Fatalf("%d calls after the window, want 1", len(calls))
+	}
+	c := calls[0]
+	want := map[string]any{"reason": "scale_out", "hostname": "app.example.com", "path": nil, "org_id": "acme",
+		"current": 4.0, "desired": 5.0, "min": 0.0, "max": 8.0}
+	if len(c.body) != len(want) {
+		t.Fatalf("body %v", c.body)
+	}
+	for k, v := range want {
+		if c.body[k] != v {
+			t.Fatalf("body[%s] = %v, want %v (body %v)", k, c.body[k], v, c.body)
+		}
+	}
+	if c.auth != "Bearer s3cret" || len(c.key) != 32 {
+		t.Fatalf("headers: auth %q key %q", c.auth, c.key)
+	}
+	// Cooldown: still saturated, no second call for a minute.
+	busy()
+	r.tick(20)
+	if n := len(r.rc.got()); n != 1 {
+		t.Fatalf("%d calls inside the cooldown", n)
+	}
+	var audit struct {
+		Entries []api.AuditEntry `json:"entries"`
+	}
+	json.Unmarshal(r.mustCall("GET", "/api/audit?tenant=acme", opKey, "", 200).body, &audit)
+	if audit.Entries[0].Action != "scaling_requested" || audit.Entries[0].Detail["desired"] != 5.0 ||
+		strings.Contains(string(mustJSON(audit.Entries[0].Detail)), "s3cret") {
+		t.Fatalf("audit: %+v", audit.Entries[0])
+	}
+}
+
+// A sleeping hostname with requests waiting makes one cold_start call; five
+// failing calls in a row disarm the record, with an alert.
+func TestHookLoopColdStartAndBreaker(t *testing.T) {
+	r := newHookRig(t)
+	r.rc.status = 500
+	r.mustCall("PUT", "/api/scaling/app.example.com", opKey, `{"url":"`+r.hookURL()+`","min":0,"max":4,"cooldown":"60s"}`, 201)
+	r.srv.Server.HoldForTest("app.example.com", 100)
+	r.tick(1)
+	calls := r.rc.got()
+	if len(calls) != 1 || calls[0].body["reason"] != "cold_start" || calls[0].body["desired"] != 1.0 || calls[0].body["org_id"] != nil {
+		t.Fatalf("cold start: %+v", calls)
+	}
+	// Failures back off 1, 2, 4, 8 s: the fifth call comes 15 s after the
+	// first, and disarms.
+	r.tick(40)
+	calls = r.rc.got()
+	if len(calls) != 5 {
+		t.Fatalf("%d calls, want 5 before the breaker", len(calls))
+	}
+	if calls[0].key != calls[4].key {
+		t.Fatal("retries of one decision changed the Idempotency-Key")
+	}
+	rec := scalingRecord(t, r.mustCall("GET", "/api/scaling/app.example.com", opKey, "", 200))
+	if rec.Armed || rec.Breaker != "open" || rec.Failures != 5 {
+		t.Fatalf("after five failures: %+v", rec)
+	}
+	// Re-declaring re-arms it.
+	r.rc.status = 200
+	rec = scalingRecord(t, r.mustCall("PUT", "/api/scaling/app.example.com", opKey, `{"url":"`+r.hookURL()+`","min":0,"max":4}`, 200))
+	if !rec.Armed || rec.Breaker != "closed" {
+		t.Fatalf("re-armed: %+v", rec)
+	}
+	r.tick(1)
+	if n := len(r.rc.got()); n != 6 {
+		t.Fatalf("no call after re-arming: %d", n)
+	}
+	var audit struct {
+		Entries []api.AuditEntry `json:"entries"`
+	}
+	json.Unmarshal(r.mustCall("GET", "/api/audit", opKey, "", 200).body, &audit)
+	found := false
+	for _, e := range audit.Entries {
+		if e.Action == "scaling_disarmed" && strings.Contains(e.Detail["reason"].(string), "breaker") {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatal("no breaker alert in the audit log")
+	}
+}
+
+// A heartbeat's scaling block announces the record (source heartbeat) and
+// re-arms it; with scaling off it says so.
+func TestHeartbeatAnnouncesTheDeclaration(t *testing.T) {
+	r := newHookRig(t)
+	client := r.newKey(api.CreateKeyRequest{Name: "edge-client", Org: "acme", Kind: "client"})
+	a := r.mustCall("POST", "/api/clients/heartbeat", client, `{"client_id":"c1","hostname":"app.example.com","max_concurrent":10,
+		"scaling":{"url":"`+r.hookURL()+`","max":3}}`, 200)
+	var out struct {
+		Scaling map[string]any `json:"scaling"`
+	}
+	json.Unmarshal(a.body, &out)
+	if out.Scaling["accepted"] != true {
+		t.Fatalf("announce: %s", a.body)
+	}
+	rec := scalingRecord(t, r.mustCall("GET", "/api/scaling/app.example.com", client, "", 200))
+	if rec.Source != "heartbeat" || rec.Org != "acme" || rec.Max != 3 {
+		t.Fatalf("announced: %+v", rec)
+	}
+	bad := r.mustCall("POST", "/api/clients/heartbeat", client, `{"client_id":"c1","hostname":"app.example.com","scaling":{"url":"https://nowhere.test/","max":3}}`, 200)
+	if !strings.Contains(string(bad.body), "destination_refused") {
+		t.Fatalf("a refused announcement: %s", bad.body)
+	}
+	for body, want := range map[string]string{
+		`{"hostname":"app.example.com"}`:                             "client_id is required",
+		`{"client_id":"c","hostname":"App"}`:                         "is not a DNS name",
+		`{"client_id":"c","hostname":"a.example.com","state":"up"}`:  `state "up" is not accepted; accepted: active, draining, disabled`,
+		`{"client_id":"c","hostname":"a.example.com","priority":-1}`: "priority is -1",
+	} {
+		if a := r.call("POST", "/api/clients/heartbeat", client, body); a.status != 400 || !strings.Contains(a.err.Message, want) {
+			t.Errorf("%s: %d %+v, want %q", body, a.status, a.err, want)
+		}
+	}
+}
