@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/qodaperio/autoscale/internal/api"
@@ -22,24 +23,69 @@ const MaxCallsInFlight = 8
 // HookTick is the hook loop's sampling interval.
 const HookTick = time.Second
 
-// hookLoop holds the loop's per-record state in memory: each replica calls
-// from its own view (calls carry an Idempotency-Key for that reason). What
-// must survive (armed, failures) is written to the record.
+// hookLoop holds the loop's records and their state in memory: each
+// replica calls from its own view (calls carry an Idempotency-Key for that
+// reason). What must survive (armed, failures) is written to the record.
+// The records are re-read from the store when a local change marks them
+// dirty and every hookReload otherwise (another replica's changes), so a
+// tick reads no database.
 type hookLoop struct {
-	mu      sync.Mutex
-	states  map[string]*loopRecord
-	slots   chan struct{}
-	calls   sync.WaitGroup
-	lastHit time.Time
+	mu       sync.Mutex
+	records  []*loopRecord
+	byID     map[string]*loopRecord
+	loadedAt time.Time
+	dirty    atomic.Bool
+	slots    chan struct{}
+	calls    sync.WaitGroup
+	lastHit  time.Time
 }
 
+// loopRecord is one record as the loop works on it.
 type loopRecord struct {
-	version int64 // the record version this state was loaded from
+	rec     store.ScalingRecord
+	hook    hook.Hook
+	valid   bool  // the stored declaration passes the rules
+	version int64 // the record version state was loaded from
 	state   hookengine.State
+	util    float64 // at the last sample; -1 unknown
 }
+
+// hookReload is how often the loop re-reads the records without a local
+// change.
+const hookReload = 5 * time.Second
 
 func newHookLoop() *hookLoop {
-	return &hookLoop{states: map[string]*loopRecord{}, slots: make(chan struct{}, MaxCallsInFlight)}
+	return &hookLoop{byID: map[string]*loopRecord{}, slots: make(chan struct{}, MaxCallsInFlight)}
+}
+
+// reload rebuilds the record list from the store, keeping the state of
+// records whose version did not change.
+func (s *Server) reloadHooks(ctx context.Context, now time.Time) error {
+	recs, err := s.store.ListScaling(ctx, "", true)
+	if err != nil {
+		return err
+	}
+	s.hooks.mu.Lock()
+	defer s.hooks.mu.Unlock()
+	list := make([]*loopRecord, 0, len(recs))
+	byID := make(map[string]*loopRecord, len(recs))
+	for i := range recs {
+		rec := recs[i]
+		lr := s.hooks.byID[rec.ID]
+		if lr == nil || lr.version != rec.Version {
+			// New, edited, re-armed or disarmed elsewhere: the stored
+			// state wins, the clocks start again.
+			inFlight := lr != nil && lr.state.InFlight
+			h, err := rec.Declaration.Validate()
+			lr = &loopRecord{hook: h, valid: err == nil, version: rec.Version, state: rec.State, util: -1}
+			lr.state.AboveSince, lr.state.IdleSince, lr.state.InFlight = time.Time{}, time.Time{}, inFlight
+		}
+		lr.rec = rec
+		list = append(list, lr)
+		byID[rec.ID] = lr
+	}
+	s.hooks.records, s.hooks.byID, s.hooks.loadedAt = list, byID, now
+	return nil
 }
 
 // RunHookLoop samples every armed record every HookTick until ctx ends.
@@ -67,31 +113,27 @@ func (s *Server) HookTickAt(ctx context.Context, now time.Time) {
 	if !s.aperio.Scaling {
 		return
 	}
-	recs, err := s.store.ListScaling(ctx, "", true)
-	if err != nil {
-		s.log.Warn("hooks: listing records failed", "err", err)
-		return
+	if s.hooks.dirty.Swap(false) || now.Sub(s.hooks.loadedAt) >= hookReload {
+		if err := s.reloadHooks(ctx, now); err != nil {
+			s.hooks.dirty.Store(true)
+			s.log.Warn("hooks: reading records failed; the loop goes on with what it had", "err", err)
+		}
 	}
-	seen := map[string]bool{}
-	for i := range recs {
-		rec := &recs[i]
-		seen[rec.ID] = true
-		h, err := rec.Declaration.Validate()
-		if err != nil {
+	s.hookPass(ctx, now)
+}
+
+// hookPass samples every record once: no database, no allocation for a
+// record that does not call.
+func (s *Server) hookPass(ctx context.Context, now time.Time) {
+	s.hooks.mu.Lock()
+	defer s.hooks.mu.Unlock()
+	for _, lr := range s.hooks.records {
+		if !lr.valid {
 			continue // stored before a rule changed: never called
 		}
-		s.hooks.mu.Lock()
-		lr := s.hooks.states[rec.ID]
-		if lr == nil || lr.version != rec.Version {
-			// New, edited, re-armed or disarmed elsewhere: the stored
-			// state wins, the clocks start again.
-			inFlight := lr != nil && lr.state.InFlight
-			lr = &loopRecord{version: rec.Version, state: rec.State}
-			lr.state.AboveSince, lr.state.IdleSince, lr.state.InFlight = time.Time{}, time.Time{}, inFlight
-			s.hooks.states[rec.ID] = lr
-		}
-		sample := s.registry.sample(rec.Hostname, now)
-		d, next := hookengine.Decide(&h, lr.state, sample, now)
+		sample := s.registry.sample(lr.rec.Hostname, now)
+		d, next := hookengine.Decide(&lr.hook, lr.state, sample, now)
+		lr.util = d.Utilization
 		if d.Call != nil {
 			select {
 			case s.hooks.slots <- struct{}{}:
@@ -100,26 +142,14 @@ func (s *Server) HookTickAt(ctx context.Context, now time.Time) {
 				// for a later tick, it is not dropped.
 				next.InFlight = false
 				lr.state = next
-				s.hooks.mu.Unlock()
 				continue
 			}
+			key := hookengine.IdempotencyKey(lr.rec.ID, next, *d.Call)
+			s.hooks.calls.Add(1)
+			go s.callHook(context.WithoutCancel(ctx), lr.rec, lr.hook, *d.Call, key, now)
 		}
 		lr.state = next
-		s.hooks.mu.Unlock()
-		s.metrics.hookSample(rec.Hostname, d.Utilization, next.Armed)
-		if d.Call != nil {
-			key := hookengine.IdempotencyKey(rec.ID, next, *d.Call)
-			s.hooks.calls.Add(1)
-			go s.callHook(context.WithoutCancel(ctx), *rec, h, *d.Call, key, now)
-		}
 	}
-	s.hooks.mu.Lock()
-	for id := range s.hooks.states {
-		if !seen[id] {
-			delete(s.hooks.states, id)
-		}
-	}
-	s.hooks.mu.Unlock()
 }
 
 // hookBody is exactly the reference page's call body.
@@ -141,10 +171,9 @@ func (s *Server) callHook(ctx context.Context, rec store.ScalingRecord, h hook.H
 	err := s.doHookCall(ctx, rec, h, c, key)
 	now := s.now()
 	s.hooks.mu.Lock()
-	lr := s.hooks.states[rec.ID]
-	if lr == nil {
+	lr := s.hooks.byID[rec.ID]
+	if lr == nil { // deleted while the call ran
 		lr = &loopRecord{version: rec.Version, state: rec.State}
-		s.hooks.states[rec.ID] = lr
 	}
 	tripped := false
 	if err == nil {
@@ -179,7 +208,7 @@ func (s *Server) callHook(ctx context.Context, rec store.ScalingRecord, h hook.H
 	// failure count.
 	if err := s.store.SaveScalingState(ctx, rec.ID, hookengine.State{Armed: st.Armed, Failures: st.Failures}, version); err == nil {
 		s.hooks.mu.Lock()
-		if lr := s.hooks.states[rec.ID]; lr != nil && lr.version == version {
+		if lr := s.hooks.byID[rec.ID]; lr != nil && lr.version == version {
 			lr.version = version + 1
 		}
 		s.hooks.mu.Unlock()
@@ -320,6 +349,7 @@ func (s *Server) announce(ctx context.Context, c principal, host string, req *sc
 		s.log.Error("hooks: storing an announced declaration failed", "hostname", h.Hostname, "err", err)
 		return map[string]any{"accepted": false, "error": api.Errorf(api.CodeInternal, "internal error; the server log has the details")}
 	}
+	s.hooks.dirty.Store(true)
 	return map[string]any{"accepted": true, "id": stored.ID, "armed": stored.State.Armed}
 }
 
@@ -330,6 +360,9 @@ func (s *Server) pruneScaling(ctx context.Context, now time.Time) {
 	if err != nil {
 		s.log.Warn("hooks: pruning records failed", "err", err)
 		return
+	}
+	if len(gone) > 0 {
+		s.hooks.dirty.Store(true)
 	}
 	for _, host := range gone {
 		s.log.Info("hooks: record dropped: no live key armed it, or nothing re-announced it", "hostname", host)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -225,5 +226,121 @@ func TestHeartbeatAnnouncesTheDeclaration(t *testing.T) {
 		if a := r.call("POST", "/api/clients/heartbeat", client, body); a.status != 400 || !strings.Contains(a.err.Message, want) {
 			t.Errorf("%s: %d %+v, want %q", body, a.status, a.err, want)
 		}
+	}
+}
+
+// Fifty binds due at once: never more than eight calls in flight, and every
+// one of the fifty is made (queued, not dropped).
+func TestAtMostEightCallsInFlight(t *testing.T) {
+	a := config.DefaultAperio()
+	a.Scaling, a.ScalingAllowHTTP, a.ScalingAllowPrivate = true, true, true
+	clk := clock.NewFake(minuteStart)
+	h := newHarness(t, apiservertest.Options{Aperio: &a, Resolver: hookDNS{"hooks.test": "127.0.0.1"}, Clock: clk})
+	var mu sync.Mutex
+	inFlight, peak := 0, 0
+	arrived, release := make(chan struct{}, 64), make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		inFlight++
+		peak = max(peak, inFlight)
+		mu.Unlock()
+		arrived <- struct{}{}
+		<-release
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	for i := range 50 {
+		host := "app" + itoa(i) + ".example.com"
+		h.mustCall("PUT", "/api/scaling/"+host, opKey, `{"url":"http://hooks.test:`+u.Port()+`/scale","max":2}`, 201)
+		h.srv.Server.HoldForTest(host, 1)
+	}
+	ctx := context.Background()
+	made := 0
+	for round := 0; made < 50; round++ {
+		if round > 20 {
+			t.Fatalf("only %d of 50 calls made", made)
+		}
+		clk.Advance(time.Second)
+		h.srv.Server.HookTickAt(ctx, clk.Now())
+		want := min(8, 50-made)
+		for range want {
+			select {
+			case <-arrived:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("round %d: %d calls arrived, want %d", round, made, want)
+			}
+			made++
+		}
+		mu.Lock()
+		if inFlight != want {
+			t.Fatalf("round %d: %d calls in flight, want %d", round, inFlight, want)
+		}
+		mu.Unlock()
+		for range want {
+			release <- struct{}{}
+		}
+		h.srv.Server.WaitHookCalls()
+	}
+	if peak != 8 {
+		t.Fatalf("peak calls in flight %d, want the limit 8", peak)
+	}
+}
+
+// The secret appears in no log line, API answer, audit row or event.
+func TestSecretNeverLeaks(t *testing.T) {
+	a := config.DefaultAperio()
+	a.Scaling, a.ScalingAllowHTTP, a.ScalingAllowPrivate = true, true, true
+	clk := clock.NewFake(minuteStart)
+	logs := &syncBuffer{}
+	h := newHarness(t, apiservertest.Options{Aperio: &a, Resolver: hookDNS{"hooks.test": "127.0.0.1"}, Clock: clk,
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	rc := newReceiver(t)
+	rc.status = 500
+	u, _ := url.Parse(rc.srv.URL)
+	sub, _, _ := h.srv.Server.Events().Subscribe(0, nil)
+	const secret = "VERY-SECRET-TOKEN-8271"
+	var answers []string
+	answers = append(answers, string(h.mustCall("PUT", "/api/scaling/app.example.com", opKey,
+		`{"url":"http://hooks.test:`+u.Port()+`/scale?token=abc","max":2,"secret":"`+secret+`"}`, 201).body))
+	h.srv.Server.HoldForTest("app.example.com", 1)
+	for range 40 {
+		clk.Advance(time.Second)
+		h.srv.Server.HookTickAt(context.Background(), clk.Now())
+		h.srv.Server.WaitHookCalls()
+	}
+	if calls := rc.got(); len(calls) != 5 || calls[0].auth != "Bearer "+secret {
+		t.Fatalf("calls: %d", len(calls))
+	}
+	for _, path := range []string{"/api/scaling", "/api/scaling/app.example.com", "/api/audit", "/metrics"} {
+		answers = append(answers, string(h.mustCall("GET", path, opKey, "", 200).body))
+	}
+	var events []string
+	for len(sub.C) > 0 {
+		events = append(events, string(mustJSON(<-sub.C)))
+	}
+	if len(events) < 6 {
+		t.Fatalf("only %d events", len(events))
+	}
+	for where, text := range map[string]string{"logs": logs.String(), "answers": strings.Join(answers, "\n"), "events": strings.Join(events, "\n")} {
+		if strings.Contains(text, secret) {
+			t.Errorf("the secret leaked into the %s", where)
+		}
+		// The URL's query may carry a token too: only its owner's API
+		// answers show the URL, never a log line or an event.
+		if where != "answers" && strings.Contains(text, "token=abc") {
+			t.Errorf("the URL's query leaked into the %s", where)
+		}
+	}
+	// A heartbeat that announces the declaration re-arms the record.
+	rec := scalingRecord(t, h.mustCall("GET", "/api/scaling/app.example.com", opKey, "", 200))
+	if rec.Armed {
+		t.Fatal("five failures did not disarm")
+	}
+	h.mustCall("POST", "/api/clients/heartbeat", opKey, `{"client_id":"c1","hostname":"app.example.com","scaling":{"url":"http://hooks.test:`+u.Port()+`/scale","max":2}}`, 200)
+	if rec := scalingRecord(t, h.mustCall("GET", "/api/scaling/app.example.com", opKey, "", 200)); !rec.Armed || rec.Breaker != "closed" {
+		t.Fatalf("a heartbeat did not re-arm: %+v", rec)
 	}
 }

@@ -21,8 +21,6 @@ type metrics struct {
 	sweepPools prometheus.Gauge
 	statements prometheus.Counter
 	hookCalls  *prometheus.CounterVec
-	hookUtil   *prometheus.GaugeVec
-	hookArmed  *prometheus.GaugeVec
 	handler    http.Handler
 }
 
@@ -32,17 +30,6 @@ func (m *metrics) hookCall(host, reason string, ok bool) {
 		outcome = "failed"
 	}
 	m.hookCalls.WithLabelValues(host, reason, outcome).Inc()
-}
-
-func (m *metrics) hookSample(host string, util float64, armed bool) {
-	if util >= 0 {
-		m.hookUtil.WithLabelValues(host).Set(util)
-	}
-	a := 0.0
-	if armed {
-		a = 1
-	}
-	m.hookArmed.WithLabelValues(host).Set(a)
 }
 
 func newMetrics(s *Server) *metrics {
@@ -67,12 +54,6 @@ func newMetrics(s *Server) *metrics {
 		hookCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aperio_scaling_calls_total", Help: "Scaling hook calls, by hostname, reason and outcome.",
 		}, []string{"hostname", "reason", "outcome"}),
-		hookUtil: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "aperio_scaling_utilization", Help: "In-flight requests over announced capacity at the last sample, by hostname.",
-		}, []string{"hostname"}),
-		hookArmed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "aperio_scaling_armed", Help: "1 while the hostname's hook may be called, 0 once disarmed.",
-		}, []string{"hostname"}),
 	}
 	for _, d := range []qodengine.Direction{qodengine.Out, qodengine.In} {
 		m.actions.WithLabelValues(d.String())
@@ -86,7 +67,7 @@ func newMetrics(s *Server) *metrics {
 		}
 		return 0
 	})
-	m.registry.MustRegister(m.actions, m.failures, m.sweepTime, m.sweepPools, m.statements, leader, m.hookCalls, m.hookUtil, m.hookArmed,
+	m.registry.MustRegister(m.actions, m.failures, m.sweepTime, m.sweepPools, m.statements, leader, m.hookCalls, &hookCollector{s: s},
 		&poolCollector{s: s}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 	return m
@@ -131,5 +112,34 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descDem, prometheus.GaugeValue, d.Demand, k.Tenant, id)
 		ch <- prometheus.MustNewConstMetric(descCap, prometheus.GaugeValue, max(d.Capacity, 0), k.Tenant, id)
 		ch <- prometheus.MustNewConstMetric(descSize, prometheus.GaugeValue, float64(sw.Size), k.Tenant, id)
+	}
+}
+
+// hookCollector reports each hook's last sample at scrape time, so a loop
+// tick sets no gauge.
+type hookCollector struct{ s *Server }
+
+var (
+	descHookUtil  = prometheus.NewDesc("aperio_scaling_utilization", "In-flight requests over announced capacity at the last sample (absent while unknown).", []string{"hostname"}, nil)
+	descHookArmed = prometheus.NewDesc("aperio_scaling_armed", "1 while the hostname's hook may be called, 0 once disarmed.", []string{"hostname"}, nil)
+)
+
+func (c *hookCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descHookUtil
+	ch <- descHookArmed
+}
+
+func (c *hookCollector) Collect(ch chan<- prometheus.Metric) {
+	c.s.hooks.mu.Lock()
+	defer c.s.hooks.mu.Unlock()
+	for _, lr := range c.s.hooks.records {
+		if lr.util >= 0 {
+			ch <- prometheus.MustNewConstMetric(descHookUtil, prometheus.GaugeValue, lr.util, lr.rec.Hostname)
+		}
+		armed := 0.0
+		if lr.state.Armed {
+			armed = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descHookArmed, prometheus.GaugeValue, armed, lr.rec.Hostname)
 	}
 }

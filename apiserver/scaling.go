@@ -132,6 +132,7 @@ func (s *Server) putScaling(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	s.hooks.dirty.Store(true)
 	action := "scaling.update"
 	if created {
 		action = "scaling.declare"
@@ -213,6 +214,7 @@ func (s *Server) disarmScaling(w http.ResponseWriter, r *http.Request) error {
 	if err := s.store.DeleteScaling(r.Context(), rec.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
+	s.hooks.dirty.Store(true)
 	if err := s.audit(r.Context(), c.actor(), "scaling_disarmed", rec.Org, rec.ID, map[string]any{"hostname": rec.Hostname, "reason": "disarmed by " + c.actor()}); err != nil {
 		return err
 	}
