@@ -137,8 +137,21 @@ func (f *Fence) Check(ctx context.Context, raw string) (*Target, error) {
 	if host == "" || strings.HasSuffix(host, ".") || strings.ContainsAny(host, "%/\\@ ") {
 		return nil, refused("host %q is not a canonical host name or address", host)
 	}
+	if strings.HasPrefix(host, "[") {
+		host = strings.Trim(host, "[]")
+	}
 	var addrs []netip.Addr
-	if ip, err := netip.ParseAddr(host); err == nil {
+	ip, ipErr := netip.ParseAddr(host)
+	if ipErr != nil && numericLooking(host) {
+		// 127.1, 2130706433, 0x7f.1, 017700000001: resolvers read these
+		// as addresses in forms a reader does not recognise. Only the
+		// canonical dotted quad or IPv6 form is accepted.
+		return nil, refused("host %q is a number in a non-canonical form; write the address as a dotted quad or an IPv6 address", host)
+	}
+	if ipErr == nil && ip.Zone() != "" {
+		return nil, refused("host %q carries an IPv6 zone; accepted: a host name or an address without a zone", host)
+	}
+	if ipErr == nil {
 		addrs = []netip.Addr{ip}
 	} else {
 		lookupCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -160,6 +173,36 @@ func (f *Fence) Check(ctx context.Context, raw string) (*Target, error) {
 		}
 	}
 	return &Target{URL: u, Host: host, Port: port, Addrs: addrs}, nil
+}
+
+// numericLooking reports whether every dot-separated label of host is a
+// number (decimal, octal or 0x hex): no DNS name has an all-numeric top
+// label.
+func numericLooking(host string) bool {
+	labels := strings.Split(host, ".")
+	last := labels[len(labels)-1]
+	if last == "" {
+		return false
+	}
+	l := strings.ToLower(last)
+	if strings.HasPrefix(l, "0x") {
+		l = l[2:]
+		if l == "" {
+			return true
+		}
+		for _, c := range l {
+			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+				return false
+			}
+		}
+		return true
+	}
+	for _, c := range l {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // checkAddr is the address rule, applied before the call and again at dial.
