@@ -237,3 +237,17 @@ func hostOf(raw string) string {
 	}
 	return fmt.Sprintf("%s://%s", t.Scheme, t.Host)
 }
+
+// HookSecret opens the stored secret of a hostname's hook, for the hook
+// caller and for tests that check what the server holds; it is never served.
+func (s *Server) HookSecret(ctx context.Context, hostname string) (string, error) {
+	rec, err := s.store.GetScaling(ctx, hostname)
+	if err != nil {
+		return "", err
+	}
+	if len(rec.SecretEnc) == 0 {
+		return "", nil
+	}
+	b, err := s.secrets.Open(rec.SecretEnc, []byte(rec.ID))
+	return string(b), err
+}

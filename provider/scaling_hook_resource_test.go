@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
@@ -85,6 +86,62 @@ func TestAccScalingHook_lifecycle(t *testing.T) {
 				ImportStateId:           host, // by hostname too
 				ImportStateVerify:       true,
 				ImportStateVerifyIgnore: []string{"secret_wo", "secret_wo_version", "secret"},
+			},
+		},
+	})
+}
+
+func secretConfig(host, secret string, version int) string {
+	return fmt.Sprintf(`
+resource "aperio_scaling_hook" "web" {
+  hostname          = %q
+  url               = "https://hooks.example.com/scale"
+  max               = 2
+  secret_wo         = %q
+  secret_wo_version = %d
+}`, host, secret, version)
+}
+
+// The write-only secret is sent on create and again only when its version
+// changes; it never reaches state.
+func TestAccScalingHook_secretVersionBumpResendsIt(t *testing.T) {
+	host := "web-secret.example.com"
+	serverHolds := func(want string) resource.TestCheckFunc {
+		return func(*terraform.State) error {
+			got, err := testServer.Server.HookSecret(context.Background(), host)
+			if err != nil || got != want {
+				return fmt.Errorf("the server holds %q (%v), want %q", got, err, want)
+			}
+			return nil
+		}
+	}
+	noSecretInState := func(s *terraform.State) error {
+		for _, m := range s.Modules {
+			for _, r := range m.Resources {
+				for k, v := range r.Primary.Attributes {
+					if strings.Contains(v, "first-secret") || strings.Contains(v, "second-secret") {
+						return fmt.Errorf("state attribute %s holds the secret", k)
+					}
+				}
+			}
+		}
+		return nil
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy:             hookGone(host),
+		Steps: []resource.TestStep{
+			{Config: secretConfig(host, "first-secret", 1), Check: resource.ComposeTestCheckFunc(serverHolds("first-secret"), noSecretInState)},
+			{
+				// A new value under the same version: nothing to do.
+				Config:           secretConfig(host, "second-secret", 1),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()}},
+				Check:            serverHolds("first-secret"),
+			},
+			{
+				Config:           secretConfig(host, "second-secret", 2),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("aperio_scaling_hook.web", plancheck.ResourceActionUpdate)}},
+				Check:            resource.ComposeTestCheckFunc(serverHolds("second-secret"), noSecretInState),
 			},
 		},
 	})
