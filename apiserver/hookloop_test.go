@@ -344,3 +344,45 @@ func TestSecretNeverLeaks(t *testing.T) {
 		t.Fatalf("a heartbeat did not re-arm: %+v", rec)
 	}
 }
+
+// Events reach the operator's webhooks through the fence; a webhook the
+// fence refuses gets nothing.
+func TestEventWebhooks(t *testing.T) {
+	got := make(chan map[string]any, 16)
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var e map[string]any
+		json.NewDecoder(r.Body).Decode(&e)
+		if r.Header.Get("X-Event-Type") != e["type"] {
+			t.Errorf("X-Event-Type %q for event %v", r.Header.Get("X-Event-Type"), e["type"])
+		}
+		got <- e
+	}))
+	defer sink.Close()
+	u, _ := url.Parse(sink.URL)
+	a := config.DefaultAperio()
+	a.Scaling, a.ScalingAllowHTTP, a.ScalingAllowPrivate = true, true, true
+	a.OutboundAllowlist = []string{"hooks.test"}
+	a.EventWebhooks = []string{"http://hooks.test:" + u.Port() + "/events", "http://elsewhere.test:" + u.Port() + "/events"}
+	h := newHarness(t, apiservertest.Options{Aperio: &a, Resolver: hookDNS{"hooks.test": "127.0.0.1", "elsewhere.test": "127.0.0.1"}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); h.srv.Server.RunWebhooks(ctx) }()
+	defer func() { cancel(); <-done }()
+	// Two events; deliveries go out in order, URL by URL, so when the
+	// second one arrives the refused URL has had its turn at the first.
+	for _, host := range []string{"app.example.com", "www.example.com"} {
+		r := scalingRecord(t, h.mustCall("PUT", "/api/scaling/"+host, opKey, `{"url":"http://hooks.test:`+u.Port()+`/scale","max":2}`, 201))
+		h.mustCall("DELETE", "/api/scaling/"+r.ID, opKey, "", 200)
+	}
+	for _, want := range []string{"app.example.com", "www.example.com"} {
+		select {
+		case e := <-got:
+			d := e["data"].(map[string]any)
+			if e["type"] != "scaling_disarmed" || d["hostname"] != want {
+				t.Fatalf("event %v, want %s's disarm (the refused webhook must receive nothing)", e, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no event for %s delivered", want)
+		}
+	}
+}

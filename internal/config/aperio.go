@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net/netip"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -31,11 +32,14 @@ type Aperio struct {
 	ScalingRecordTTL time.Duration
 	// EdgeListenAddr is where the edge proxy listens.
 	EdgeListenAddr string
+	// EventWebhooks receive every event (scaling_*, PoolScaled) as a JSON
+	// POST, through the outbound fence.
+	EventWebhooks []string
 }
 
 // DefaultAperio returns the documented defaults.
 func DefaultAperio() Aperio {
-	return Aperio{ScalingRecordTTL: 30 * 24 * time.Hour, EdgeListenAddr: "127.0.0.1:20980", OutboundAllowlist: []string{}}
+	return Aperio{ScalingRecordTTL: 30 * 24 * time.Hour, EdgeListenAddr: "127.0.0.1:20980", OutboundAllowlist: []string{}, EventWebhooks: []string{}}
 }
 
 // aperioKey is one Aperio setting: its file key and variable.
@@ -50,6 +54,7 @@ var AperioKeys = []aperioKey{
 	{"outbound.block_private", "APERIO_OUTBOUND_BLOCK_PRIVATE"},
 	{"scaling_record_ttl", "APERIO_SCALING_RECORD_TTL"},
 	{"edge_listen_addr", "APERIO_EDGE_LISTEN_ADDR"},
+	{"event_webhooks", "APERIO_EVENT_WEBHOOKS"},
 }
 
 // Key and Env name the setting.
@@ -66,7 +71,7 @@ func LoadAperio(f *File, getenv func(string) string) (Aperio, map[string]Source,
 		src[k.key] = FromDefault
 		var raw, name string
 		var list []string
-		isList := k.key == "outbound.allowlist"
+		isList := k.key == "outbound.allowlist" || k.key == "event_webhooks"
 		if v := strings.TrimSpace(getenv(k.env)); v != "" {
 			raw, name, src[k.key] = v, k.env, FromEnv
 			if isList {
@@ -137,6 +142,14 @@ func (a *Aperio) set(key, name, raw string, list []string) error {
 			}
 		}
 		a.OutboundAllowlist = list
+	case "event_webhooks":
+		for _, e := range list {
+			u, perr := url.Parse(e)
+			if perr != nil || !u.IsAbs() || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") || u.User != nil {
+				return fmt.Errorf("%s has %q; accepted: absolute http(s) URLs without credentials", name, clipValue(e))
+			}
+		}
+		a.EventWebhooks = list
 	case "scaling_record_ttl":
 		secs, perr := strconv.ParseInt(raw, 10, 64)
 		if perr != nil || secs < 60 || secs > 10*365*24*3600 {

@@ -237,7 +237,7 @@ func serve(ctx context.Context, o *serveOptions, getenv func(string) string, out
 			"scaling": fmt.Sprint(aperio.Scaling), "scaling_allow_http": fmt.Sprint(aperio.ScalingAllowHTTP),
 			"scaling_allow_private": fmt.Sprint(aperio.ScalingAllowPrivate), "outbound.allowlist": strings.Join(aperio.OutboundAllowlist, ","),
 			"outbound.block_private": fmt.Sprint(aperio.OutboundBlockPrivate), "scaling_record_ttl": fmt.Sprint(aperio.ScalingRecordTTL.Seconds()),
-			"edge_listen_addr": aperio.EdgeListenAddr,
+			"edge_listen_addr": aperio.EdgeListenAddr, "event_webhooks": strings.Join(aperio.EventWebhooks, ","),
 		}
 		for _, k := range config.AperioKeys {
 			rows = append(rows, [4]string{k.Key(), k.Env(), aperioValues[k.Key()], string(aperioSrc[k.Key()])})
@@ -316,8 +316,10 @@ func serve(ctx context.Context, o *serveOptions, getenv func(string) string, out
 	sweepsDone := make(chan struct{})
 	hooksDone := make(chan struct{})
 	go func() { defer close(sweepsDone); _ = server.RunSweeps(sweepCtx) }()
+	webhooksDone := make(chan struct{})
 	go func() { defer close(hooksDone); _ = server.RunHookLoop(sweepCtx) }()
-	defer func() { stopSweeps(); <-sweepsDone; <-hooksDone }()
+	go func() { defer close(webhooksDone); _ = server.RunWebhooks(sweepCtx) }()
+	defer func() { stopSweeps(); <-sweepsDone; <-hooksDone; <-webhooksDone }()
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
