@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/qodaperio/autoscale/internal/hooksim"
 	"github.com/qodaperio/autoscale/internal/qodsim"
 )
 
@@ -25,6 +26,10 @@ func TestSimulateExamples(t *testing.T) {
 			cmd.SetArgs([]string{"simulate", "--actions-only", f})
 			if err := cmd.Execute(); err != nil {
 				t.Fatal(err)
+			}
+			if strings.Contains(filepath.Base(f), "hook") {
+				checkHookExample(t, out.String())
+				return
 			}
 			actions := 0
 			for _, raw := range strings.Split(strings.TrimSpace(out.String()), "\n") {
@@ -54,5 +59,27 @@ func TestSimulateRefusesBadScenario(t *testing.T) {
 	err := cmd.Execute()
 	if err == nil || !strings.Contains(err.Error(), `events[0].type "explode"; accepted: suspend, resume, scale, fail, unroutable`) {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// checkHookExample: a hook example shows every kind of call the loop makes,
+// and a failure.
+func checkHookExample(t *testing.T, out string) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, raw := range strings.Split(strings.TrimSpace(out), "\n") {
+		var l hooksim.Line
+		if err := json.Unmarshal([]byte(raw), &l); err != nil {
+			t.Fatalf("line %q: %v", raw, err)
+		}
+		seen[l.Reason] = true
+		if !l.OK && l.Event == "" {
+			seen["failed"] = true
+		}
+	}
+	for _, want := range []string{"cold_start", "scale_out", "scale_in", "failed"} {
+		if !seen[want] {
+			t.Errorf("the hook example shows no %s call:\n%s", want, out)
+		}
 	}
 }
