@@ -1,6 +1,7 @@
 package apiserver_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -8,6 +9,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -332,6 +335,13 @@ func TestSecretNeverLeaks(t *testing.T) {
 		// answers show the URL, never a log line or an event.
 		if where != "answers" && strings.Contains(text, "token=abc") {
 			t.Errorf("the URL's query leaked into the %s", where)
+		}
+	}
+	// Nor in the database: it holds the secret sealed only.
+	dbFiles, _ := filepath.Glob(filepath.Join(filepath.Dir(h.srv.DBPath()), "*"))
+	for _, f := range dbFiles {
+		if b, err := os.ReadFile(f); err == nil && bytes.Contains(b, []byte(secret)) {
+			t.Errorf("the database file %s holds the secret in clear", filepath.Base(f))
 		}
 	}
 	// A heartbeat that announces the declaration re-arms the record.

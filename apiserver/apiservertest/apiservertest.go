@@ -106,3 +106,6 @@ func (i *Instance) Close() {
 	i.Store.Close()
 	os.RemoveAll(i.dir)
 }
+
+// DBPath is the SQLite file the server stores into.
+func (i *Instance) DBPath() string { return filepath.Join(i.dir, "test.db") }
