@@ -2,6 +2,7 @@ package apiserver_test
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/qodaperio/autoscale/apiserver/apiservertest"
 	"github.com/qodaperio/autoscale/internal/api"
+	"github.com/qodaperio/autoscale/internal/config"
 )
 
 var fuzzEndpoints = []string{"create", "setAutoscale", "scale", "suspend", "resume", "delete", "load", "nodes/setRoutable"}
@@ -89,6 +91,48 @@ func FuzzQuery(f *testing.F) {
 			if resp.StatusCode >= 500 {
 				t.Fatalf("%s?%s: status %d", path, q, resp.StatusCode)
 			}
+		}
+	})
+}
+
+// FuzzScalingRequests throws arbitrary bodies at the hook declaration, its
+// validation and the heartbeat: a known error code or a success, never a
+// 5xx, whatever the body.
+func FuzzScalingRequests(f *testing.F) {
+	for i, s := range []string{
+		`{"url":"https://93.184.216.34/scale","max":2,"secret":"x"}`,
+		`{"url":"https://127.0.0.1/","max":2}`,
+		`{"url":"http://[::1]:80/","min":5,"max":1,"window":"-1s"}`,
+		`{"client_id":"c","hostname":"app.example.com","max_concurrent":10,"scaling":{"url":"https://93.184.216.34/","max":1}}`,
+		`{"hostname":"app.example.com","url":"https://x/","max":1e400}`,
+		`[]`, `null`, `{`, ``,
+	} {
+		f.Add(uint8(i), s)
+	}
+	a := config.DefaultAperio()
+	a.Scaling = true
+	srv, err := apiservertest.Start(apiservertest.Options{Aperio: &a})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(srv.Close)
+	targets := []struct{ method, path string }{
+		{http.MethodPut, "/api/scaling/app.example.com"},
+		{http.MethodPost, "/api/scaling/validate"},
+		{http.MethodPost, "/api/clients/heartbeat"},
+	}
+	f.Fuzz(func(t *testing.T, which uint8, body string) {
+		tg := targets[int(which)%len(targets)]
+		req, _ := http.NewRequest(tg.method, srv.URL+tg.path, strings.NewReader(body))
+		req.Header.Set("X-API-Key", apiservertest.OperatorKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode >= 500 {
+			b, _ := io.ReadAll(resp.Body)
+			t.Fatalf("%s %s %q: %d %s", tg.method, tg.path, body, resp.StatusCode, b)
 		}
 	})
 }
