@@ -131,6 +131,11 @@ func TestHookLoopScalesOutOnceAfterAWindow(t *testing.T) {
 	if c.auth != "Bearer s3cret" || len(c.key) != 32 {
 		t.Fatalf("headers: auth %q key %q", c.auth, c.key)
 	}
+	// The record shows the live pool the loop samples.
+	rec := scalingRecord(t, r.mustCall("GET", "/api/scaling/app.example.com", acme, "", 200))
+	if rec.Pool == nil || rec.Pool.Instances != 4 || rec.Pool.Capacity != 40 || rec.Pool.Inflight != 32 || *rec.Pool.Utilization != 0.8 {
+		t.Fatalf("live pool %+v", rec.Pool)
+	}
 	// Cooldown: still saturated, no second call for a minute.
 	busy()
 	r.tick(20)

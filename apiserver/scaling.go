@@ -72,6 +72,15 @@ func (s *Server) scalingView(r *store.ScalingRecord) api.ScalingRecord {
 	if !s.aperio.Scaling {
 		v.Notice = scalingOffNotice
 	}
+	if r.Hostname != "" {
+		// The live pool, as the loop samples it.
+		sample := s.registry.sample(r.Hostname, s.now())
+		v.Pool = &api.ScalingPoolView{Instances: sample.Current, Capacity: sample.Capacity, Inflight: sample.Inflight}
+		if sample.Capacity > 0 {
+			u := float64(sample.Inflight) / float64(sample.Capacity)
+			v.Pool.Utilization = &u
+		}
+	}
 	return v
 }
 
