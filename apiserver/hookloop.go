@@ -313,43 +313,25 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 		State: req.State, Inflight: req.Inflight, ProbeOK: probe, Seen: now})
 	out := map[string]any{"hostname": req.Hostname, "ttl_seconds": int(ClientTTL.Seconds())}
 	if req.Scaling != nil {
-		out["scaling"] = s.announce(r.Context(), c, req.Hostname, req.Scaling, now)
+		out["scaling"] = s.announce(r.Context(), c, req.Hostname, req.Scaling)
 	}
 	return writeJSON(w, http.StatusOK, out)
 }
 
 // announce stores a heartbeat's scaling block, or says why not.
-func (s *Server) announce(ctx context.Context, c principal, host string, req *scalingRequest, now time.Time) map[string]any {
+func (s *Server) announce(ctx context.Context, c principal, host string, req *scalingRequest) map[string]any {
 	if !s.aperio.Scaling {
 		return map[string]any{"accepted": false, "notice": scalingOffNotice}
 	}
-	h, err := s.checkDeclaration(ctx, req, host)
+	stored, _, _, err := s.declare(ctx, c, req, host, "heartbeat")
 	if err != nil {
 		var ae *api.Error
-		if errors.As(err, &ae) {
-			return map[string]any{"accepted": false, "error": ae}
+		if !errors.As(err, &ae) {
+			s.log.Error("hooks: storing an announced declaration failed", "hostname", host, "err", err)
+			ae = api.Errorf(api.CodeInternal, "internal error; the server log has the details")
 		}
-		return map[string]any{"accepted": false, "error": api.Errorf(api.CodeInternal, "the declaration could not be checked")}
+		return map[string]any{"accepted": false, "error": ae}
 	}
-	rec := &store.ScalingRecord{ID: newRecordID(), Org: c.Org, Hostname: h.Hostname, Declaration: effective(req.Declaration, h),
-		Source: "heartbeat", AnnouncedAt: now}
-	if old, err := s.store.GetScaling(ctx, h.Hostname); err == nil {
-		rec.ID = old.ID
-	}
-	if req.Secret != nil && *req.Secret != "" {
-		if rec.SecretEnc, err = s.secrets.Seal([]byte(*req.Secret), []byte(rec.ID)); err != nil {
-			return map[string]any{"accepted": false, "error": api.Errorf(api.CodeInternal, "the secret could not be sealed")}
-		}
-	}
-	stored, _, err := s.store.PutScaling(ctx, rec, c.KeyID, req.Secret != nil)
-	if errors.Is(err, store.ErrConflict) {
-		return map[string]any{"accepted": false, "error": api.Errorf(api.CodeConflict, "hostname %s is declared by another organization", h.Hostname)}
-	}
-	if err != nil {
-		s.log.Error("hooks: storing an announced declaration failed", "hostname", h.Hostname, "err", err)
-		return map[string]any{"accepted": false, "error": api.Errorf(api.CodeInternal, "internal error; the server log has the details")}
-	}
-	s.hooks.dirty.Store(true)
 	return map[string]any{"accepted": true, "id": stored.ID, "armed": stored.State.Armed}
 }
 

@@ -108,6 +108,38 @@ func (s *Server) checkDeclaration(ctx context.Context, req *scalingRequest, path
 	return h, nil
 }
 
+// declare checks a declaration and stores it for the caller's
+// organization, sealing its secret to the record: the one path for
+// PUT /api/scaling/{hostname} and a heartbeat's scaling block.
+func (s *Server) declare(ctx context.Context, c principal, req *scalingRequest, pathHost, source string) (*store.ScalingRecord, bool, hook.Hook, error) {
+	h, err := s.checkDeclaration(ctx, req, pathHost)
+	if err != nil {
+		return nil, false, h, err
+	}
+	rec := &store.ScalingRecord{ID: newRecordID(), Org: c.Org, Hostname: h.Hostname,
+		Declaration: effective(req.Declaration, h), Source: source, AnnouncedAt: s.now()}
+	if old, err := s.store.GetScaling(ctx, h.Hostname); err == nil {
+		rec.ID = old.ID // the secret is sealed to the record it belongs to
+	}
+	if req.Secret != nil && *req.Secret != "" {
+		if len(*req.Secret) > 4096 {
+			return nil, false, h, api.Errorf(api.CodeInvalidHook, "secret is %d bytes long; accepted: at most 4096", len(*req.Secret))
+		}
+		if rec.SecretEnc, err = s.secrets.Seal([]byte(*req.Secret), []byte(rec.ID)); err != nil {
+			return nil, false, h, err
+		}
+	}
+	stored, created, err := s.store.PutScaling(ctx, rec, c.KeyID, req.Secret != nil)
+	if errors.Is(err, store.ErrConflict) {
+		return nil, false, h, api.Errorf(api.CodeConflict, "hostname %s is declared by another organization", h.Hostname)
+	}
+	if err != nil {
+		return nil, false, h, err
+	}
+	s.hooks.dirty.Store(true)
+	return stored, created, h, nil
+}
+
 // putScaling is PUT /api/scaling/{hostname}: declare or edit the record for
 // the caller's organization (re-arming it).
 func (s *Server) putScaling(w http.ResponseWriter, r *http.Request) error {
@@ -115,33 +147,11 @@ func (s *Server) putScaling(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	h, err := s.checkDeclaration(r.Context(), &req, muxVar(r, "hostname"))
-	if err != nil {
-		return err
-	}
 	c := caller(r)
-	rec := &store.ScalingRecord{ID: newRecordID(), Org: c.Org, Hostname: h.Hostname, Declaration: req.Declaration,
-		Source: "api", AnnouncedAt: s.now()}
-	rec.Declaration = effective(req.Declaration, h)
-	if old, err := s.store.GetScaling(r.Context(), h.Hostname); err == nil {
-		rec.ID = old.ID // the secret is sealed to the record it belongs to
-	}
-	if req.Secret != nil && *req.Secret != "" {
-		if len(*req.Secret) > 4096 {
-			return api.Errorf(api.CodeInvalidHook, "secret is %d bytes long; accepted: at most 4096", len(*req.Secret))
-		}
-		if rec.SecretEnc, err = s.secrets.Seal([]byte(*req.Secret), []byte(rec.ID)); err != nil {
-			return err
-		}
-	}
-	stored, created, err := s.store.PutScaling(r.Context(), rec, c.KeyID, req.Secret != nil)
-	if errors.Is(err, store.ErrConflict) {
-		return api.Errorf(api.CodeConflict, "hostname %s is declared by another organization", h.Hostname)
-	}
+	stored, created, h, err := s.declare(r.Context(), c, &req, muxVar(r, "hostname"), "api")
 	if err != nil {
 		return err
 	}
-	s.hooks.dirty.Store(true)
 	action := "scaling.update"
 	if created {
 		action = "scaling.declare"
