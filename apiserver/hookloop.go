@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/qodaperio/autoscale/internal/api"
+	"github.com/qodaperio/autoscale/internal/edge"
 	"github.com/qodaperio/autoscale/internal/hook"
 	"github.com/qodaperio/autoscale/internal/hookengine"
 	"github.com/qodaperio/autoscale/internal/store"
@@ -33,6 +35,7 @@ type hookLoop struct {
 	mu       sync.Mutex
 	records  []*loopRecord
 	byID     map[string]*loopRecord
+	byHost   map[string]*loopRecord
 	loadedAt time.Time
 	dirty    atomic.Bool
 	slots    chan struct{}
@@ -55,7 +58,7 @@ type loopRecord struct {
 const hookReload = 5 * time.Second
 
 func newHookLoop() *hookLoop {
-	return &hookLoop{byID: map[string]*loopRecord{}, slots: make(chan struct{}, MaxCallsInFlight)}
+	return &hookLoop{byID: map[string]*loopRecord{}, byHost: map[string]*loopRecord{}, slots: make(chan struct{}, MaxCallsInFlight)}
 }
 
 // reload rebuilds the record list from the store, keeping the state of
@@ -69,6 +72,7 @@ func (s *Server) reloadHooks(ctx context.Context, now time.Time) error {
 	defer s.hooks.mu.Unlock()
 	list := make([]*loopRecord, 0, len(recs))
 	byID := make(map[string]*loopRecord, len(recs))
+	byHost := make(map[string]*loopRecord, len(recs))
 	for i := range recs {
 		rec := recs[i]
 		lr := s.hooks.byID[rec.ID]
@@ -83,8 +87,9 @@ func (s *Server) reloadHooks(ctx context.Context, now time.Time) error {
 		lr.rec = rec
 		list = append(list, lr)
 		byID[rec.ID] = lr
+		byHost[rec.Hostname] = lr
 	}
-	s.hooks.records, s.hooks.byID, s.hooks.loadedAt = list, byID, now
+	s.hooks.records, s.hooks.byID, s.hooks.byHost, s.hooks.loadedAt = list, byID, byHost, now
 	return nil
 }
 
@@ -131,7 +136,7 @@ func (s *Server) hookPass(ctx context.Context, now time.Time) {
 		if !lr.valid {
 			continue // stored before a rule changed: never called
 		}
-		sample := s.registry.sample(lr.rec.Hostname, now)
+		sample := s.pools.Sample(lr.rec.Hostname, now)
 		d, next := hookengine.Decide(&lr.hook, lr.state, sample, now)
 		lr.util = d.Utilization
 		if d.Call != nil {
@@ -307,10 +312,18 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 		return invalidRequest("inflight is %d; accepted: 0 to 10000000", req.Inflight)
 	}
 	probe := req.ProbeOK == nil || *req.ProbeOK
+	var target *url.URL
+	if req.Target != "" {
+		u, err := url.Parse(req.Target)
+		if err != nil || !u.IsAbs() || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil {
+			return invalidRequest("target %q is not accepted; accepted: an absolute http(s) URL such as http://127.0.0.1:3000", clip(req.Target))
+		}
+		target = u
+	}
 	c := caller(r)
 	now := s.now()
-	s.registry.heartbeat(req.Hostname, c.Org+"/"+req.ClientID, clientEntry{MaxConcurrent: mc, Priority: req.Priority,
-		State: req.State, Inflight: req.Inflight, ProbeOK: probe, Seen: now})
+	s.pools.Heartbeat(req.Hostname, c.Org+"/"+req.ClientID, edge.ClientInfo{Target: target, MaxConcurrent: mc, Priority: req.Priority,
+		State: req.State, Inflight: req.Inflight, ProbeOK: probe}, now)
 	out := map[string]any{"hostname": req.Hostname, "ttl_seconds": int(ClientTTL.Seconds())}
 	if req.Scaling != nil {
 		out["scaling"] = s.announce(r.Context(), c, req.Hostname, req.Scaling)

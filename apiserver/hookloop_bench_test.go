@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/qodaperio/autoscale/internal/config"
+	"github.com/qodaperio/autoscale/internal/edge"
 	"github.com/qodaperio/autoscale/internal/hook"
 	"github.com/qodaperio/autoscale/internal/hookengine"
 	"github.com/qodaperio/autoscale/internal/store"
@@ -33,7 +34,7 @@ func BenchmarkHookTick10kRecords(b *testing.B) {
 		s.hooks.records = append(s.hooks.records, lr)
 		s.hooks.byID[lr.rec.ID] = lr
 		for c := range 2 { // two clients at 50%: neither clock runs
-			s.registry.heartbeat(host, fmt.Sprint(c), clientEntry{MaxConcurrent: 10, State: ClientActive, Inflight: 5, ProbeOK: true, Seen: now})
+			s.pools.Heartbeat(host, fmt.Sprint(c), edge.ClientInfo{MaxConcurrent: 10, State: ClientActive, Inflight: 5, ProbeOK: true}, now)
 		}
 	}
 	ctx := context.Background()

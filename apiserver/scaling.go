@@ -74,7 +74,7 @@ func (s *Server) scalingView(r *store.ScalingRecord) api.ScalingRecord {
 	}
 	if r.Hostname != "" {
 		// The live pool, as the loop samples it.
-		sample := s.registry.sample(r.Hostname, s.now())
+		sample := s.pools.Sample(r.Hostname, s.now())
 		v.Pool = &api.ScalingPoolView{Instances: sample.Current, Capacity: sample.Capacity, Inflight: sample.Inflight}
 		if sample.Capacity > 0 {
 			u := float64(sample.Inflight) / float64(sample.Capacity)

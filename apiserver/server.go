@@ -17,6 +17,7 @@ import (
 
 	"github.com/qodaperio/autoscale/internal/clock"
 	"github.com/qodaperio/autoscale/internal/config"
+	"github.com/qodaperio/autoscale/internal/edge"
 	"github.com/qodaperio/autoscale/internal/events"
 	"github.com/qodaperio/autoscale/internal/fence"
 	"github.com/qodaperio/autoscale/internal/nodes"
@@ -53,6 +54,9 @@ type Deps struct {
 	// SecretKey seals hook secrets (32 bytes). Nil: a random key for this
 	// process only, so stored secrets do not survive a restart.
 	SecretKey []byte
+	// EdgeSlots bounds the requests the edge serves at once (0: 10000);
+	// EdgeMaxPending bounds the requests held per hostname (0: 1000).
+	EdgeSlots, EdgeMaxPending int
 }
 
 // Server holds the dependencies the handlers and the sweep share.
@@ -74,7 +78,8 @@ type Server struct {
 	aperio     config.Aperio
 	fence      *fence.Fence
 	secrets    *secretbox.Box
-	registry   *registry
+	pools      *edge.Pools
+	edgeOpts   [2]int
 	hooks      *hookLoop
 	handler    http.Handler
 	// closing is closed by CloseStreams: event streams end.
@@ -102,7 +107,8 @@ func New(d Deps) *Server {
 	}
 	s.leading.Store(s.leader == nil)
 	s.aperio = d.Aperio
-	s.registry, s.hooks = newRegistry(), newHookLoop()
+	s.pools, s.hooks = edge.NewPools(ClientTTL, clientQueue), newHookLoop()
+	s.edgeOpts = [2]int{d.EdgeSlots, d.EdgeMaxPending}
 	s.fence, _ = fence.New(fence.Policy{AllowHTTP: d.Aperio.ScalingAllowHTTP, AllowPrivate: d.Aperio.ScalingAllowPrivate,
 		Allowlist: d.Aperio.OutboundAllowlist, BlockPrivate: d.Aperio.OutboundBlockPrivate}, d.Resolver)
 	key := d.SecretKey

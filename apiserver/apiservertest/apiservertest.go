@@ -49,6 +49,8 @@ type Options struct {
 	// Aperio settings; Resolver answers the outbound fence's lookups.
 	Aperio   *config.Aperio
 	Resolver fence.Resolver
+	// EdgeSlots bounds the edge's concurrent requests (0: the default).
+	EdgeSlots int
 }
 
 // Start starts a server. Close it when done.
@@ -77,7 +79,7 @@ func Start(o Options) (*Instance, error) {
 		aperio = *o.Aperio
 	}
 	server := apiserver.New(apiserver.Deps{Store: st, Autoscale: settings, Now: o.Now, Clock: o.Clock,
-		Nodes: o.Nodes, Logger: o.Logger, OnSweep: o.OnSweep, Aperio: aperio, Resolver: o.Resolver})
+		Nodes: o.Nodes, Logger: o.Logger, OnSweep: o.OnSweep, Aperio: aperio, Resolver: o.Resolver, EdgeSlots: o.EdgeSlots})
 	srv := httptest.NewServer(server.Handler())
 	c, err := client.New(client.Options{Endpoint: srv.URL, APIKey: OperatorKey, RetryMax: 1})
 	if err != nil {

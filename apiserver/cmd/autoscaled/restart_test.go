@@ -60,7 +60,8 @@ func startServerWith(t *testing.T, bin, db string, env []string, args ...string)
 		base = append(base, "--database-url", db)
 	}
 	cmd := exec.Command(bin, append(base, args...)...)
-	cmd.Env = append(append(os.Environ(), "QOD_API_KEY="+restartKey), env...)
+	// A free port for the edge too: tests run servers side by side.
+	cmd.Env = append(append(os.Environ(), "QOD_API_KEY="+restartKey, "APERIO_EDGE_LISTEN_ADDR=127.0.0.1:0"), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

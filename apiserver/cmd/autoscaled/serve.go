@@ -321,8 +321,17 @@ func serve(ctx context.Context, o *serveOptions, getenv func(string) string, out
 	go func() { defer close(webhooksDone); _ = server.RunWebhooks(sweepCtx) }()
 	defer func() { stopSweeps(); <-sweepsDone; <-hooksDone; <-webhooksDone }()
 
-	errc := make(chan error, 1)
+	// The edge: requests by Host to the registered clients.
+	edgeLn, err := net.Listen("tcp", aperio.EdgeListenAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s (APERIO_EDGE_LISTEN_ADDR): %w", aperio.EdgeListenAddr, err)
+	}
+	edgeSrv := &http.Server{Handler: server.EdgeHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	log.Info("edge listening", "addr", edgeLn.Addr().String())
+	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- edgeSrv.Serve(edgeLn) }()
 	select {
 	case err := <-errc:
 		return err
@@ -333,6 +342,9 @@ func serve(ctx context.Context, o *serveOptions, getenv func(string) string, out
 	defer cancel()
 	if err := srv.Shutdown(shutCtx); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := edgeSrv.Shutdown(shutCtx); err != nil {
+		return fmt.Errorf("edge shutdown: %w", err)
 	}
 	// Closed minutes not yet flushed are written before exit.
 	if _, err := server.FlushLoad(context.Background(), time.Now().Add(time.Minute)); err != nil {
