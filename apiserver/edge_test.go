@@ -188,3 +188,71 @@ func TestEdgeColdStartBudgetExpires(t *testing.T) {
 		}
 	}
 }
+
+// A draining client gets no new request and finishes the ones it has.
+func TestEdgeDrainingClientFinishesInFlight(t *testing.T) {
+	r := newEdgeRig(t, 0)
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	var slowHits, otherHits atomic.Int64
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		slowHits.Add(1)
+		entered <- struct{}{}
+		<-release
+		io.WriteString(w, "slow done")
+	}))
+	defer slow.Close()
+	r.register("app.example.com", "slow", slow.URL, 10, 0, "active")
+	done := make(chan string, 1)
+	go func() { _, body := r.request("GET", "app.example.com", ""); done <- body }()
+	<-entered
+	r.register("app.example.com", "slow", slow.URL, 10, 0, "draining")
+	r.register("app.example.com", "other", echo(t, "other", &otherHits).URL, 10, 0, "active")
+	for range 3 {
+		if _, body := r.request("GET", "app.example.com", ""); !strings.HasPrefix(body, "other") {
+			t.Fatalf("a new request went to the draining client: %q", body)
+		}
+	}
+	close(release)
+	if body := <-done; body != "slow done" {
+		t.Fatalf("the draining client's in-flight request: %q", body)
+	}
+	if slowHits.Load() != 1 {
+		t.Fatalf("draining client served %d requests", slowHits.Load())
+	}
+}
+
+// A client's limiter queues requests beyond max_concurrent and answers 503
+// once its line is full; the permits in use are the hook loop's inflight.
+func TestEdgeLimiterIsTheLiveInflight(t *testing.T) {
+	r := newEdgeRig(t, 0)
+	release := make(chan struct{})
+	var entered atomic.Int64
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		entered.Add(1)
+		<-release
+	}))
+	defer backend.Close()
+	r.register("app.example.com", "c", backend.URL, 2, 0, "active")
+	var wg sync.WaitGroup
+	for range 5 {
+		wg.Add(1)
+		go func() { defer wg.Done(); r.request("GET", "app.example.com", "") }()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for entered.Load() < 2 && time.Now().Before(deadline) {
+		runtime.Gosched()
+	}
+	s := r.srv.Server.PoolSample("app.example.com")
+	if s.Inflight != 2 || s.Capacity != 2 || s.Current != 1 {
+		t.Fatalf("sample %+v, want 2 in flight of capacity 2", s)
+	}
+	if entered.Load() != 2 {
+		t.Fatalf("%d requests reached a client of max_concurrent 2", entered.Load())
+	}
+	close(release)
+	wg.Wait()
+	if entered.Load() != 5 {
+		t.Fatalf("queued requests were lost: %d of 5 served", entered.Load())
+	}
+}

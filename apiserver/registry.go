@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/qodaperio/autoscale/internal/edge"
+	"github.com/qodaperio/autoscale/internal/hookengine"
 )
 
 // ClientTTL is how long a client heartbeat keeps the client in its
@@ -58,3 +59,6 @@ func (s *Server) RefreshHooks(ctx context.Context) error { return s.reloadHooks(
 
 // HeldRequests is the requests the edge holds for host now.
 func (s *Server) HeldRequests(host string) int { return s.pools.Held(host) }
+
+// PoolSample is the hostname's live pool as the hook loop samples it.
+func (s *Server) PoolSample(host string) hookengine.Sample { return s.pools.Sample(host, s.now()) }
