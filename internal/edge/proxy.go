@@ -101,10 +101,11 @@ func canonicalHost(h string) string {
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	host := canonicalHost(r.Host)
+	// The global limit queues arrivals rather than refusing them: the line
+	// moves as requests finish or are held.
 	select {
 	case p.slots <- struct{}{}:
-	default:
-		http.Error(w, "the edge is at its request limit; retry shortly", http.StatusServiceUnavailable)
+	case <-r.Context().Done():
 		return
 	}
 	slot := true
