@@ -257,8 +257,9 @@ func hostOf(raw string) string {
 	return fmt.Sprintf("%s://%s", t.Scheme, t.Host)
 }
 
-// HookSecret opens the stored secret of a hostname's hook, for the hook
-// caller and for tests that check what the server holds; it is never served.
+// HookSecret opens the stored secret of a hostname's hook, for tests that
+// check what the server holds (the provider's acceptance tests); no route
+// serves it.
 func (s *Server) HookSecret(ctx context.Context, hostname string) (string, error) {
 	rec, err := s.store.GetScaling(ctx, hostname)
 	if err != nil {
