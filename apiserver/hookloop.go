@@ -286,7 +286,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if err := hook.ValidHostname(req.Hostname); err != nil {
-		return invalidRequest("%s", err.(*api.Error).Message)
+		return err // the shared hostname rule, with its own code
 	}
 	if req.ClientID == "" || len(req.ClientID) > 128 {
 		return invalidRequest("client_id is required; accepted: 1 to 128 characters")
