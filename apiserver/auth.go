@@ -39,6 +39,9 @@ type principal struct {
 	Name  string
 	Org   string // "" for the operator scope
 	Kind  string
+	// AllowedIPs are the key's allowed_ips; for a client key they also
+	// bound who may visit the hostnames its clients serve.
+	AllowedIPs []netip.Prefix
 }
 
 func (p principal) operator() bool { return p.Org == "" }
@@ -108,7 +111,7 @@ func (s *Server) authenticate(r *http.Request, need scope) error {
 	if len(k.AllowedIPs) > 0 && !ipAllowed(r.RemoteAddr, k.AllowedIPs) {
 		return api.Errorf(api.CodeForbidden, "the API key %s may not be used from this address", k.ID)
 	}
-	p := principal{KeyID: k.ID, Name: k.Name, Org: k.Org, Kind: k.Kind}
+	p := principal{KeyID: k.ID, Name: k.Name, Org: k.Org, Kind: k.Kind, AllowedIPs: prefixes(k.AllowedIPs)}
 	switch {
 	case need == operatorKey && !p.operator():
 		return api.Errorf(api.CodeForbidden, "this call needs the operator key; key %s is scoped to org %q", k.ID, k.Org)
@@ -117,6 +120,17 @@ func (s *Server) authenticate(r *http.Request, need scope) error {
 	}
 	*r = *r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
 	return nil
+}
+
+// prefixes parses stored CIDRs (they were checked when the key was made).
+func prefixes(cidrs []string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, c := range cidrs {
+		if pfx, err := netip.ParsePrefix(c); err == nil {
+			out = append(out, pfx.Masked())
+		}
+	}
+	return out
 }
 
 func ipAllowed(remoteAddr string, cidrs []string) bool {

@@ -87,6 +87,12 @@ func TestBadInputs(t *testing.T) {
 		tc{"heartbeat no key", "POST", "/api/clients/heartbeat", "", `{}`, 401, "unauthorized", "no API key"},
 		tc{"heartbeat malformed", "POST", "/api/clients/heartbeat", opKey, `{"client_id":`, 400, "invalid_request", "malformed JSON"},
 		tc{"heartbeat negative inflight", "POST", "/api/clients/heartbeat", opKey, `{"client_id":"c","hostname":"a.example.com","inflight":-1}`, 400, "invalid_request", "inflight is -1"},
+		tc{"heartbeat probe without target", "POST", "/api/clients/heartbeat", opKey, `{"client_id":"c","hostname":"a.example.com","probe_path":"/healthz"}`, 400, "invalid_request", "probe_path needs a target"},
+		tc{"heartbeat relative probe", "POST", "/api/clients/heartbeat", opKey, `{"client_id":"c","hostname":"a.example.com","target":"http://127.0.0.1:1","probe_path":"healthz"}`, 400, "invalid_request", `probe_path "healthz" is not accepted; accepted: a path starting with /`},
+		tc{"heartbeat probe with query", "POST", "/api/clients/heartbeat", opKey, `{"client_id":"c","hostname":"a.example.com","target":"http://127.0.0.1:1","probe_path":"/h?x=1"}`, 400, "invalid_request", "probe_path"},
+		tc{"heartbeat fallback not a URL", "POST", "/api/clients/heartbeat", opKey, `{"client_id":"c","hostname":"a.example.com","fallback":"status page"}`, 400, "invalid_request", `fallback "status page" is not accepted; accepted: an absolute http(s) URL`},
+		tc{"heartbeat fallback javascript", "POST", "/api/clients/heartbeat", opKey, `{"client_id":"c","hostname":"a.example.com","fallback":"javascript:alert(1)"}`, 400, "invalid_request", "fallback"},
+		tc{"heartbeat maintenance not bool", "POST", "/api/clients/heartbeat", opKey, `{"client_id":"c","hostname":"a.example.com","maintenance":"yes"}`, 400, "invalid_request", `field "maintenance" must be true or false`},
 		tc{"heartbeat huge concurrency", "POST", "/api/clients/heartbeat", opKey, `{"client_id":"c","hostname":"a.example.com","max_concurrent":2000000}`, 400, "invalid_request", "max_concurrent is 2000000"},
 		tc{"heartbeat unknown field", "POST", "/api/clients/heartbeat", opKey, `{"client_id":"c","hostname":"a.example.com","weight":1}`, 400, "invalid_request", `unknown field "weight"`},
 		// autoscaleStatus, nodes, events, metrics

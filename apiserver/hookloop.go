@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,6 +53,9 @@ type loopRecord struct {
 	version int64 // the record version state was loaded from
 	state   hookengine.State
 	util    float64 // at the last sample; -1 unknown
+	// allowed are the visitor addresses the arming keys allow; nil when
+	// one of them allows everyone.
+	allowed []netip.Prefix
 }
 
 // hookReload is how often the loop re-reads the records without a local
@@ -67,6 +72,14 @@ func (s *Server) reloadHooks(ctx context.Context, now time.Time) error {
 	recs, err := s.store.ListScaling(ctx, "", true)
 	if err != nil {
 		return err
+	}
+	keys, err := s.store.ListKeys(ctx)
+	if err != nil {
+		return err
+	}
+	keyByID := make(map[string]*store.Key, len(keys))
+	for i := range keys {
+		keyByID[keys[i].ID] = &keys[i]
 	}
 	s.hooks.mu.Lock()
 	defer s.hooks.mu.Unlock()
@@ -85,12 +98,31 @@ func (s *Server) reloadHooks(ctx context.Context, now time.Time) error {
 			lr.state.AboveSince, lr.state.IdleSince, lr.state.InFlight = time.Time{}, time.Time{}, inFlight
 		}
 		lr.rec = rec
+		lr.allowed = armingKeysAllow(rec.KeyIDs, keyByID, now)
 		list = append(list, lr)
 		byID[rec.ID] = lr
 		byHost[rec.Hostname] = lr
 	}
 	s.hooks.records, s.hooks.byID, s.hooks.byHost, s.hooks.loadedAt = list, byID, byHost, now
 	return nil
+}
+
+// armingKeysAllow is who may visit a hostname on the word of the keys that
+// armed its record: any live one of them allowing an address is enough, and
+// one without allowed_ips allows everyone (nil).
+func armingKeysAllow(ids []string, keys map[string]*store.Key, now time.Time) []netip.Prefix {
+	var out []netip.Prefix
+	for _, id := range ids {
+		k := keys[id]
+		if k == nil || k.RevokedAt != nil || (k.ExpiresAt != nil && !now.Before(*k.ExpiresAt)) {
+			continue
+		}
+		if len(k.AllowedIPs) == 0 {
+			return nil
+		}
+		out = append(out, prefixes(k.AllowedIPs)...)
+	}
+	return out
 }
 
 // RunHookLoop samples every armed record every HookTick until ctx ends.
@@ -273,6 +305,13 @@ type heartbeatRequest struct {
 	// it itself.
 	Inflight int   `json:"inflight"`
 	ProbeOK  *bool `json:"probe_ok,omitempty"`
+	// ProbePath is the path on target the edge GETs every few seconds;
+	// a client failing it gets no requests.
+	ProbePath string `json:"probe_path"`
+	// The hostname's edge settings (the latest heartbeat's win).
+	Maintenance bool   `json:"maintenance"`
+	Resilience  bool   `json:"resilience"`
+	Fallback    string `json:"fallback"`
 	// Scaling announces the hostname's scaling declaration.
 	Scaling *scalingRequest `json:"scaling,omitempty"`
 }
@@ -320,10 +359,23 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 		}
 		target = u
 	}
+	if req.ProbePath != "" && (!strings.HasPrefix(req.ProbePath, "/") || len(req.ProbePath) > 1024 || strings.ContainsAny(req.ProbePath, "?# \t\r\n")) {
+		return invalidRequest("probe_path %q is not accepted; accepted: a path starting with / (no query), at most 1024 characters, such as /healthz", clip(req.ProbePath))
+	}
+	if req.ProbePath != "" && target == nil {
+		return invalidRequest("probe_path needs a target: the edge probes the target it proxies to")
+	}
+	if req.Fallback != "" {
+		u, err := url.Parse(req.Fallback)
+		if err != nil || !u.IsAbs() || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil || len(req.Fallback) > 2048 {
+			return invalidRequest("fallback %q is not accepted; accepted: an absolute http(s) URL of at most 2048 characters, such as https://status.example.com", clip(req.Fallback))
+		}
+	}
 	c := caller(r)
 	now := s.now()
 	s.pools.Heartbeat(req.Hostname, c.Org+"/"+req.ClientID, edge.ClientInfo{Target: target, MaxConcurrent: mc, Priority: req.Priority,
-		State: req.State, Inflight: req.Inflight, ProbeOK: probe}, now)
+		State: req.State, Inflight: req.Inflight, ProbeOK: probe, ProbePath: req.ProbePath},
+		edge.HostSettings{Maintenance: req.Maintenance, Resilience: req.Resilience, Fallback: req.Fallback, AllowedIPs: c.AllowedIPs}, now)
 	out := map[string]any{"hostname": req.Hostname, "ttl_seconds": int(ClientTTL.Seconds())}
 	if req.Scaling != nil {
 		out["scaling"] = s.announce(r.Context(), c, req.Hostname, req.Scaling)

@@ -34,7 +34,7 @@ func BenchmarkHookTick10kRecords(b *testing.B) {
 		s.hooks.records = append(s.hooks.records, lr)
 		s.hooks.byID[lr.rec.ID] = lr
 		for c := range 2 { // two clients at 50%: neither clock runs
-			s.pools.Heartbeat(host, fmt.Sprint(c), edge.ClientInfo{MaxConcurrent: 10, State: ClientActive, Inflight: 5, ProbeOK: true}, now)
+			s.pools.Heartbeat(host, fmt.Sprint(c), edge.ClientInfo{MaxConcurrent: 10, State: ClientActive, Inflight: 5, ProbeOK: true}, edge.HostSettings{}, now)
 		}
 	}
 	ctx := context.Background()

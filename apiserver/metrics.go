@@ -21,6 +21,7 @@ type metrics struct {
 	sweepPools prometheus.Gauge
 	statements prometheus.Counter
 	hookCalls  *prometheus.CounterVec
+	holdTime   *prometheus.HistogramVec
 	handler    http.Handler
 }
 
@@ -54,6 +55,12 @@ func newMetrics(s *Server) *metrics {
 		hookCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aperio_scaling_calls_total", Help: "Scaling hook calls, by hostname, reason and outcome.",
 		}, []string{"hostname", "reason", "outcome"}),
+		// Only hostnames with an armed hook hold requests, so the label
+		// set is bounded by the records.
+		holdTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "aperio_edge_hold_seconds", Help: "How long requests were held for a hostname with no routable client (cold start), by hostname.",
+			Buckets: []float64{.01, .05, .1, .5, 1, 2.5, 5, 10, 20, 30, 45, 60, 120},
+		}, []string{"hostname"}),
 	}
 	for _, d := range []qodengine.Direction{qodengine.Out, qodengine.In} {
 		m.actions.WithLabelValues(d.String())
@@ -67,7 +74,7 @@ func newMetrics(s *Server) *metrics {
 		}
 		return 0
 	})
-	m.registry.MustRegister(m.actions, m.failures, m.sweepTime, m.sweepPools, m.statements, leader, m.hookCalls, &hookCollector{s: s},
+	m.registry.MustRegister(m.actions, m.failures, m.sweepTime, m.sweepPools, m.statements, leader, m.hookCalls, m.holdTime, &hookCollector{s: s},
 		&poolCollector{s: s}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 	return m

@@ -1,8 +1,11 @@
 package edge
 
 import (
+	"net/netip"
 	"net/url"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/qodaperio/autoscale/internal/hookengine"
@@ -21,10 +24,53 @@ type ClientInfo struct {
 	MaxConcurrent int
 	Priority      int
 	State         string
-	ProbeOK       bool
+	// ProbeOK is the client's own word on its backend.
+	ProbeOK bool
+	// ProbePath, when set, is the path on Target the edge GETs every probe
+	// pass; a client failing it is not routable.
+	ProbePath string
 	// Inflight is what the client reports in flight itself, for clients
 	// the edge does not proxy to.
 	Inflight int
+}
+
+// HostSettings are a hostname's edge settings, announced with its clients'
+// heartbeats; the latest heartbeat's win.
+type HostSettings struct {
+	// Maintenance answers 503 to every request and never starts a client.
+	Maintenance bool
+	// Resilience keeps recent successful GET answers, served stale when no
+	// client answers in time.
+	Resilience bool
+	// Fallback is where a request is redirected when no client answers in
+	// time and no stale answer is kept; "" for none.
+	Fallback string
+	// AllowedIPs are the owning key's: visitors from elsewhere get 403
+	// before anything else. Empty: everyone.
+	AllowedIPs []netip.Prefix
+	// Owned is false until a client of the hostname has heartbeated since
+	// the server started.
+	Owned bool
+}
+
+// Allows reports whether a visitor at addr may reach the hostname.
+func (h *HostSettings) Allows(addr netip.Addr) bool {
+	return AllowedBy(h.AllowedIPs, addr)
+}
+
+// AllowedBy reports whether addr is inside one of prefixes; no prefixes
+// allow everyone.
+func AllowedBy(prefixes []netip.Prefix, addr netip.Addr) bool {
+	if len(prefixes) == 0 {
+		return true
+	}
+	addr = addr.Unmap()
+	for _, p := range prefixes {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
 }
 
 // Client is one registered client of a hostname.
@@ -33,6 +79,15 @@ type Client struct {
 	info ClientInfo
 	seen time.Time
 	lim  *Limiter
+
+	// Where the direct path sends requests: host:port and the target's
+	// path, for plain-http targets.
+	addr     string
+	basePath string
+	direct   bool
+	idle     idleConns
+
+	probeFailed atomic.Bool
 }
 
 // Target is where the client serves.
@@ -41,8 +96,29 @@ func (c *Client) Target() *url.URL { return c.info.Target }
 // Limiter is the client's concurrency limiter.
 func (c *Client) Limiter() *Limiter { return c.lim }
 
+func (c *Client) setTarget(u *url.URL) {
+	old := c.info.Target
+	if old != nil && u != nil && old.String() == u.String() {
+		return
+	}
+	c.idle.closeAll()
+	c.addr, c.basePath, c.direct = "", "", false
+	if u == nil {
+		return
+	}
+	c.addr = u.Host
+	if u.Port() == "" {
+		c.addr = u.Hostname() + ":80"
+		if strings.Contains(u.Hostname(), ":") {
+			c.addr = "[" + u.Hostname() + "]:80"
+		}
+	}
+	c.basePath = u.EscapedPath()
+	c.direct = u.Scheme == "http"
+}
+
 func (c *Client) routable(now time.Time, ttl time.Duration) bool {
-	return now.Sub(c.seen) <= ttl && c.info.State == Active && c.info.ProbeOK
+	return now.Sub(c.seen) <= ttl && c.info.State == Active && c.info.ProbeOK && !c.probeFailed.Load()
 }
 
 // Pools is every hostname's live pool.
@@ -52,16 +128,19 @@ type Pools struct {
 	// QueueLen bounds each client's line of waiting requests.
 	QueueLen int
 
-	mu    sync.Mutex
+	mu    sync.RWMutex
 	hosts map[string]*hostPool
 }
 
 type hostPool struct {
+	mu      sync.Mutex
 	clients map[string]*Client
 	// ready is closed, and replaced, when a client becomes routable:
 	// every held request waits on it, no polling.
-	ready chan struct{}
-	held  int
+	ready    chan struct{}
+	held     int
+	settings *HostSettings // replaced whole, never changed in place
+	stale    *staleCache   // nil unless the hostname opted into resilience
 }
 
 // NewPools returns an empty set of pools.
@@ -69,21 +148,36 @@ func NewPools(ttl time.Duration, queueLen int) *Pools {
 	return &Pools{TTL: ttl, QueueLen: queueLen, hosts: map[string]*hostPool{}}
 }
 
+// lookup returns host's pool, or nil.
+func (p *Pools) lookup(name string) *hostPool {
+	p.mu.RLock()
+	h := p.hosts[name]
+	p.mu.RUnlock()
+	return h
+}
+
+// host returns host's pool, creating it.
 func (p *Pools) host(name string) *hostPool {
+	if h := p.lookup(name); h != nil {
+		return h
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	h := p.hosts[name]
 	if h == nil {
-		h = &hostPool{clients: map[string]*Client{}, ready: make(chan struct{})}
+		h = &hostPool{clients: map[string]*Client{}, ready: make(chan struct{}), settings: &HostSettings{}}
 		p.hosts[name] = h
 	}
 	return h
 }
 
-// Heartbeat registers or refreshes a client; a client that becomes routable
-// wakes every request held for the hostname at once.
-func (p *Pools) Heartbeat(host, id string, info ClientInfo, now time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+// Heartbeat registers or refreshes a client and the hostname's settings; a
+// client that becomes routable wakes every request held for the hostname at
+// once.
+func (p *Pools) Heartbeat(host, id string, info ClientInfo, settings HostSettings, now time.Time) {
 	h := p.host(host)
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	c := h.clients[id]
 	if c == nil {
 		c = &Client{ID: id, lim: NewLimiter(info.MaxConcurrent, p.QueueLen)}
@@ -91,29 +185,68 @@ func (p *Pools) Heartbeat(host, id string, info ClientInfo, now time.Time) {
 	} else if c.info.MaxConcurrent != info.MaxConcurrent {
 		c.lim.SetMax(info.MaxConcurrent)
 	}
+	if c.info.ProbePath != info.ProbePath || c.info.Target == nil || info.Target == nil || c.info.Target.String() != info.Target.String() {
+		c.probeFailed.Store(false) // a new thing to probe: innocent until probed
+	}
+	c.setTarget(info.Target)
 	c.info, c.seen = info, now
-	if c.routable(now, p.TTL) && c.info.Target != nil {
+	settings.Owned = true
+	h.settings = &settings
+	switch {
+	case settings.Resilience && h.stale == nil:
+		h.stale = newStaleCache()
+	case !settings.Resilience:
+		h.stale = nil
+	}
+	h.wakeIfRoutableLocked(c, now, p.TTL)
+}
+
+func (h *hostPool) wakeIfRoutableLocked(c *Client, now time.Time, ttl time.Duration) {
+	if c.routable(now, ttl) && c.info.Target != nil {
 		close(h.ready)
 		h.ready = make(chan struct{})
 	}
 }
 
-// Pick returns the client to send a request for host to: a routable primary
-// client with the fewest permits in use, else a standby one. With none, it
-// returns the channel that closes when one becomes routable (nil for a
-// hostname no client ever registered: nothing is kept for unknown names).
-func (p *Pools) Pick(host string, now time.Time) (*Client, <-chan struct{}) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	h := p.hosts[host]
+// Settings returns the hostname's settings and whether any client ever
+// heartbeated for it.
+func (p *Pools) Settings(host string) (HostSettings, bool) {
+	h := p.lookup(host)
 	if h == nil {
-		return nil, nil
+		return HostSettings{}, false
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return *h.settings, h.settings.Owned
+}
+
+// route is where a request for a hostname goes now.
+type route struct {
+	client *Client // nil: no routable client
+	// ready closes when a client becomes routable (nil for a hostname no
+	// client ever registered: nothing is kept for unknown names).
+	ready    <-chan struct{}
+	settings *HostSettings
+	stale    *staleCache
+}
+
+var noSettings = &HostSettings{}
+
+// route picks the client to send a request for host to: a routable primary
+// client with the fewest permits in use, else a standby one.
+func (p *Pools) route(host string, now time.Time) route {
+	h := p.lookup(host)
+	if h == nil {
+		return route{settings: noSettings}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	var best *Client
 	bestLoad := 0
 	for id, c := range h.clients {
 		if now.Sub(c.seen) > p.TTL && c.lim.InUse() == 0 {
 			delete(h.clients, id) // expired and idle: forget it
+			c.idle.closeAll()
 			continue
 		}
 		if !c.routable(now, p.TTL) || c.info.Target == nil {
@@ -127,19 +260,27 @@ func (p *Pools) Pick(host string, now time.Time) (*Client, <-chan struct{}) {
 			best, bestLoad = c, load
 		}
 	}
-	if best != nil {
-		return best, nil
+	rt := route{client: best, settings: h.settings, stale: h.stale}
+	if best == nil {
+		rt.ready = h.ready
 	}
-	return nil, h.ready
+	return rt
+}
+
+// Pick returns the client route would send a request for host to, or the
+// channel that closes when one becomes routable.
+func (p *Pools) Pick(host string, now time.Time) (*Client, <-chan struct{}) {
+	rt := p.route(host, now)
+	return rt.client, rt.ready
 }
 
 // Hold counts a request as held for host, unless limit are held already;
 // it returns the channel to wait on. Callers only hold for hostnames with an
 // armed hook, so the pools kept for them are bounded by the records.
 func (p *Pools) Hold(host string, limit int) (<-chan struct{}, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	h := p.host(host)
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	if h.held >= limit {
 		return nil, false
 	}
@@ -149,18 +290,20 @@ func (p *Pools) Hold(host string, limit int) (<-chan struct{}, bool) {
 
 // Unhold ends one hold for host.
 func (p *Pools) Unhold(host string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if h := p.hosts[host]; h != nil && h.held > 0 {
-		h.held--
+	if h := p.lookup(host); h != nil {
+		h.mu.Lock()
+		if h.held > 0 {
+			h.held--
+		}
+		h.mu.Unlock()
 	}
 }
 
 // Held is the requests held for host now.
 func (p *Pools) Held(host string) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if h := p.hosts[host]; h != nil {
+	if h := p.lookup(host); h != nil {
+		h.mu.Lock()
+		defer h.mu.Unlock()
 		return h.held
 	}
 	return 0
@@ -171,12 +314,12 @@ func (p *Pools) Held(host string) int {
 // the permits in use on the edge, or what a client reports when the edge
 // does not proxy to it.
 func (p *Pools) Sample(host string, now time.Time) hookengine.Sample {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	h := p.hosts[host]
+	h := p.lookup(host)
 	if h == nil {
 		return hookengine.Sample{}
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	s := hookengine.Sample{Waiting: h.held}
 	for _, c := range h.clients {
 		if !c.routable(now, p.TTL) {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -17,9 +18,18 @@ import (
 
 // Hooks is what the edge needs to know about a hostname's scaling hook.
 type Hooks interface {
-	// ColdStart reports whether the hostname has an armed hook (a request
-	// may be held for it) and how long a request may be held.
-	ColdStart(host string) (budget time.Duration, ok bool)
+	Hook(host string) HookInfo
+}
+
+// HookInfo is a hostname's scaling hook as the edge sees it.
+type HookInfo struct {
+	// Armed: a request finding no routable client may be held, for at most
+	// Budget, while the hook loop starts one.
+	Armed  bool
+	Budget time.Duration
+	// AllowedIPs are those of the keys that armed the record, for a
+	// hostname no client has heartbeated for since the server started.
+	AllowedIPs []netip.Prefix
 }
 
 // Options configure the proxy.
@@ -33,13 +43,16 @@ type Options struct {
 	GlobalSlots int
 	// MaxPending bounds the requests held per hostname.
 	MaxPending int
+	// OnHeld, when set, learns how long each held request waited.
+	OnHeld func(host string, held time.Duration)
 }
 
 // Proxy routes requests by Host to the hostname's clients.
 type Proxy struct {
-	o     Options
-	slots chan struct{}
-	rp    *httputil.ReverseProxy
+	o       Options
+	slots   chan struct{}
+	rp      *httputil.ReverseProxy
+	buffers *bufferPool
 }
 
 type targetKey struct{}
@@ -73,7 +86,7 @@ func NewProxy(o Options) *Proxy {
 		ForceAttemptHTTP2:   false,
 	}
 	bp := &bufferPool{p: sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}}
-	p := &Proxy{o: o, slots: make(chan struct{}, o.GlobalSlots)}
+	p := &Proxy{o: o, slots: make(chan struct{}, o.GlobalSlots), buffers: bp}
 	p.rp = &httputil.ReverseProxy{
 		Transport:  transport,
 		BufferPool: bp,
@@ -91,8 +104,19 @@ func NewProxy(o Options) *Proxy {
 	return p
 }
 
-// canonicalHost is the Host header without port, lowercased.
+// canonicalHost is the Host header without port, lowercased. The common
+// case, a lowercase name without port, costs nothing.
 func canonicalHost(h string) string {
+	plain := true
+	for i := 0; i < len(h); i++ {
+		if c := h[i]; c == ':' || ('A' <= c && c <= 'Z') {
+			plain = false
+			break
+		}
+	}
+	if plain && !strings.HasSuffix(h, ".") {
+		return h
+	}
 	if host, _, err := net.SplitHostPort(h); err == nil {
 		h = host
 	}
@@ -101,6 +125,25 @@ func canonicalHost(h string) string {
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	host := canonicalHost(r.Host)
+	rt := p.o.Pools.route(host, p.o.Clock.Now())
+	// The owning key's allowed_ips come first, so that a visitor it would
+	// refuse can neither start a client nor learn that the route exists.
+	allowed := rt.settings.AllowedIPs
+	if !rt.settings.Owned && rt.client == nil {
+		allowed = p.o.Hooks.Hook(host).AllowedIPs
+	}
+	if len(allowed) > 0 {
+		ap, err := netip.ParseAddrPort(r.RemoteAddr)
+		if err != nil || !AllowedBy(allowed, ap.Addr()) {
+			http.Error(w, "your address may not reach this hostname", http.StatusForbidden)
+			return
+		}
+	}
+	if rt.settings.Maintenance {
+		w.Header().Set("Retry-After", "300")
+		http.Error(w, fmt.Sprintf("%s is down for maintenance", host), http.StatusServiceUnavailable)
+		return
+	}
 	// The global limit queues arrivals rather than refusing them: the line
 	// moves as requests finish or are held.
 	select {
@@ -114,21 +157,22 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			<-p.slots
 		}
 	}()
-	var c *Client
-	for {
-		var ready <-chan struct{}
-		c, ready = p.o.Pools.Pick(host, p.o.Clock.Now())
-		if c != nil {
-			break
-		}
-		budget, armed := p.o.Hooks.ColdStart(host)
-		if !armed {
-			if ready == nil {
-				http.Error(w, fmt.Sprintf("no client serves %s", host), http.StatusBadGateway)
-			} else {
-				http.Error(w, fmt.Sprintf("no client of %s is routable now", host), http.StatusBadGateway)
+	var expired <-chan time.Time // the budget, one for the whole hold
+	var start time.Time
+	for rt.client == nil {
+		hk := p.o.Hooks.Hook(host)
+		if !hk.Armed {
+			why := fmt.Sprintf("no client serves %s", host)
+			if rt.ready != nil {
+				why = fmt.Sprintf("no client of %s is routable now", host)
 			}
+			p.fallThrough(w, r, rt, http.StatusBadGateway, why)
 			return
+		}
+		if expired == nil {
+			// The budget runs from before the request counts as held, so
+			// that whoever sees it held knows its budget is running.
+			start, expired = p.o.Clock.Now(), p.o.Clock.After(hk.Budget)
 		}
 		wait, ok := p.o.Pools.Hold(host, p.o.MaxPending)
 		if !ok {
@@ -139,11 +183,15 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// for one sleeping hostname must not starve the others.
 		<-p.slots
 		slot = false
-		err := p.hold(r.Context(), wait, budget)
+		err := p.hold(r.Context(), wait, expired)
 		p.o.Pools.Unhold(host)
+		if p.o.OnHeld != nil {
+			p.o.OnHeld(host, p.o.Clock.Now().Sub(start))
+		}
 		if err != nil {
 			if errors.Is(err, errBudget) {
-				http.Error(w, fmt.Sprintf("%s did not start within %s", host, budget), http.StatusGatewayTimeout)
+				p.fallThrough(w, r, p.o.Pools.route(host, p.o.Clock.Now()), http.StatusGatewayTimeout,
+					fmt.Sprintf("%s did not start within %s", host, hk.Budget))
 			}
 			return
 		}
@@ -155,7 +203,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return
 		}
+		rt = p.o.Pools.route(host, p.o.Clock.Now())
 	}
+	c := rt.client
 	if err := c.Limiter().Acquire(r.Context()); err != nil {
 		if errors.Is(err, ErrQueueFull) {
 			http.Error(w, fmt.Sprintf("every client of %s is busy and its queue is full; retry shortly", host), http.StatusServiceUnavailable)
@@ -163,18 +213,62 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer c.Limiter().Release()
-	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, c)))
+	var rec *recorder
+	out := w
+	if rt.stale != nil && keepable(r) {
+		rec = &recorder{ResponseWriter: w}
+		out = rec
+	}
+	if !c.direct || r.Header.Get("Upgrade") != "" {
+		p.rp.ServeHTTP(out, r.WithContext(context.WithValue(r.Context(), targetKey{}, c)))
+	} else if wrote, err := p.roundTrip(out, r, c); err != nil {
+		if !wrote {
+			if r.Context().Err() == nil {
+				p.o.Log.Warn("edge: upstream failed", "host", host, "err", err)
+				p.fallThrough(w, r, rt, http.StatusBadGateway, fmt.Sprintf("the client serving %s failed to answer", host))
+			}
+			return
+		}
+		if rec != nil {
+			rec.overflow = true // cut short: not an answer to keep
+		}
+		// Part of the answer went out: all that is left is to cut the
+		// visitor's connection so it cannot take the part for the whole.
+		panic(http.ErrAbortHandler)
+	}
+	if rec != nil {
+		if a := rec.answer(p.o.Clock.Now()); a != nil {
+			rt.stale.put(r.URL.RequestURI(), a)
+		}
+	}
+}
+
+// fallThrough answers a request no client will serve: the hostname's kept
+// answer when it opted into resilience, else its fallback redirect, else
+// code with why.
+func (p *Proxy) fallThrough(w http.ResponseWriter, r *http.Request, rt route, code int, why string) {
+	if rt.stale != nil && keepable(r) {
+		if a := rt.stale.get(r.URL.RequestURI()); a != nil {
+			a.serve(w, p.o.Clock.Now())
+			return
+		}
+	}
+	if rt.settings.Fallback != "" {
+		http.Redirect(w, r, rt.settings.Fallback, http.StatusFound)
+		return
+	}
+	http.Error(w, why, code)
 }
 
 var errBudget = errors.New("cold start budget spent")
 
 // hold waits for the hostname's ready signal, the budget, or the client
 // going away.
-func (p *Proxy) hold(ctx context.Context, ready <-chan struct{}, budget time.Duration) error {
+func (p *Proxy) hold(ctx context.Context, ready <-chan struct{}, expired <-chan time.Time) error {
 	select {
 	case <-ready:
 		return nil
-	case <-p.o.Clock.After(budget):
+	case <-expired:
 		return errBudget
 	case <-ctx.Done():
 		return ctx.Err()

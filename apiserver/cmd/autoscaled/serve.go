@@ -317,9 +317,11 @@ func serve(ctx context.Context, o *serveOptions, getenv func(string) string, out
 	hooksDone := make(chan struct{})
 	go func() { defer close(sweepsDone); _ = server.RunSweeps(sweepCtx) }()
 	webhooksDone := make(chan struct{})
+	probesDone := make(chan struct{})
 	go func() { defer close(hooksDone); _ = server.RunHookLoop(sweepCtx) }()
 	go func() { defer close(webhooksDone); _ = server.RunWebhooks(sweepCtx) }()
-	defer func() { stopSweeps(); <-sweepsDone; <-hooksDone; <-webhooksDone }()
+	go func() { defer close(probesDone); _ = server.RunProbes(sweepCtx) }()
+	defer func() { stopSweeps(); <-sweepsDone; <-hooksDone; <-webhooksDone; <-probesDone }()
 
 	// The edge: requests by Host to the registered clients.
 	edgeLn, err := net.Listen("tcp", aperio.EdgeListenAddr)
