@@ -94,6 +94,22 @@ func (f *File) flatten(prefix string, n *yaml.Node, depth int) error {
 				return err
 			}
 		case yaml.SequenceNode:
+			if len(v.Content) > 0 && v.Content[0].Kind == yaml.MappingNode {
+				// A list of blocks (the client's services): each item's
+				// keys are flattened under key.0, key.1, ...
+				if len(v.Content) > 64 {
+					return fmt.Errorf("config file %s line %d: %s has %d items; accepted: at most 64", f.Path, v.Line, key, len(v.Content))
+				}
+				for i, item := range v.Content {
+					if item.Kind != yaml.MappingNode {
+						return fmt.Errorf("config file %s line %d: every item of %s must be a block of keys", f.Path, item.Line, key)
+					}
+					if err := f.flatten(fmt.Sprintf("%s.%d", key, i), item, depth+1); err != nil {
+						return err
+					}
+				}
+				continue
+			}
 			fv := fileValue{isList: true, line: v.Line, list: []string{}}
 			for _, item := range v.Content {
 				if item.Kind != yaml.ScalarNode {
@@ -145,6 +161,19 @@ func (f *File) List(key string) ([]string, bool) {
 		return []string{v.scalar}, true
 	}
 	return v.list, true
+}
+
+// Has reports whether the file sets key or any key below it.
+func (f *File) Has(key string) bool {
+	if f == nil {
+		return false
+	}
+	for k := range f.values {
+		if k == key || strings.HasPrefix(k, key+".") {
+			return true
+		}
+	}
+	return false
 }
 
 // Unknown reports every key in the file that no reader asked for.

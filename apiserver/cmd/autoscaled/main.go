@@ -33,6 +33,6 @@ creates the operator API key and prints it once (or takes QOD_API_KEY).`,
 		RunE:          serve.RunE,
 	}
 	root.Flags().AddFlagSet(serve.Flags())
-	root.AddCommand(serve, newSimulateCmd())
+	root.AddCommand(serve, newSimulateCmd(), newClientCmd())
 	return root
 }
