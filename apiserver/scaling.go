@@ -137,6 +137,18 @@ func (s *Server) declare(ctx context.Context, c principal, req *scalingRequest, 
 		return nil, false, h, err
 	}
 	s.hooks.dirty.Store(true)
+	// The edge reads the loop's cache: a record it does not know yet as
+	// armed is loaded now, so the very next request for the hostname can
+	// be held (a re-announcement of a known record waits for the tick).
+	s.hooks.mu.Lock()
+	lr := s.hooks.byHost[stored.Hostname]
+	known := lr != nil && lr.version == stored.Version
+	s.hooks.mu.Unlock()
+	if !known {
+		if err := s.reloadHooks(ctx, s.now()); err != nil {
+			s.log.Warn("hooks: reloading the records failed; the next tick tries again", "err", err)
+		}
+	}
 	return stored, created, h, nil
 }
 

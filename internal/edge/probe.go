@@ -8,6 +8,11 @@ import (
 	"time"
 )
 
+// ProbeHeader marks the edge's probes, so that a client does not take
+// them for visitors (the reference client's idle_timeout ignores them).
+// The edge strips it from visitors' requests.
+const ProbeHeader = "X-Aperio-Probe"
+
 // ProbeTimeout bounds one probe.
 const ProbeTimeout = 2 * time.Second
 
@@ -76,6 +81,7 @@ func probeOnce(ctx context.Context, url string) bool {
 		return false
 	}
 	req.Header.Set("User-Agent", "autoscaled-edge-probe")
+	req.Header.Set(ProbeHeader, "1")
 	resp, err := probeClient.Do(req)
 	if err != nil {
 		return false

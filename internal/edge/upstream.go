@@ -130,7 +130,7 @@ func skipRequestHeader(k string) bool {
 	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
 		"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
 		"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "Forwarded",
-		"Expect", "Host", "Content-Length":
+		"Expect", "Host", "Content-Length", ProbeHeader:
 		return true
 	}
 	return false

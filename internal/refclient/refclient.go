@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/qodaperio/autoscale/internal/clock"
+	"github.com/qodaperio/autoscale/internal/edge"
 )
 
 // Client is a running reference client.
@@ -112,6 +113,10 @@ loop:
 // and draining.
 func (c *Client) count(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(edge.ProbeHeader) != "" {
+			next.ServeHTTP(w, r) // the edge checking the backend is not a visitor
+			return
+		}
 		c.mu.Lock()
 		c.inflight++
 		c.lastArrival = c.clk.Now()
