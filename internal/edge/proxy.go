@@ -95,7 +95,7 @@ func NewProxy(o Options) *Proxy {
 			pr.SetURL(c.Target())
 			pr.SetXForwarded()
 			pr.Out.Header.Del(ProbeHeader) // only the edge's probes carry it
-			pr.Out.Host = pr.In.Host // the client serves the hostname it registered for
+			pr.Out.Host = pr.In.Host       // the client serves the hostname it registered for
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			o.Log.Warn("edge: upstream failed", "host", r.Host, "err", err)
