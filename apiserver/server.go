@@ -54,8 +54,9 @@ type Deps struct {
 	// SecretKey seals hook secrets (32 bytes). Nil: a random key for this
 	// process only, so stored secrets do not survive a restart.
 	SecretKey []byte
-	// EdgeSlots bounds the requests the edge serves at once (0: 10000);
-	// EdgeMaxPending bounds the requests held per hostname (0: 1000).
+	// EdgeSlots bounds the requests the edge serves at once, and
+	// EdgeMaxPending the requests held per hostname (0: Aperio's
+	// edge_max_concurrent and cold_start_max_pending).
 	EdgeSlots, EdgeMaxPending int
 }
 
@@ -108,6 +109,12 @@ func New(d Deps) *Server {
 	s.leading.Store(s.leader == nil)
 	s.aperio = d.Aperio
 	s.pools, s.hooks = edge.NewPools(ClientTTL, clientQueue), newHookLoop()
+	if d.EdgeSlots == 0 {
+		d.EdgeSlots = d.Aperio.EdgeMaxConcurrent
+	}
+	if d.EdgeMaxPending == 0 {
+		d.EdgeMaxPending = d.Aperio.ColdStartMaxPending
+	}
 	s.edgeOpts = [2]int{d.EdgeSlots, d.EdgeMaxPending}
 	s.fence, _ = fence.New(fence.Policy{AllowHTTP: d.Aperio.ScalingAllowHTTP, AllowPrivate: d.Aperio.ScalingAllowPrivate,
 		Allowlist: d.Aperio.OutboundAllowlist, BlockPrivate: d.Aperio.OutboundBlockPrivate}, d.Resolver)

@@ -35,11 +35,16 @@ type Aperio struct {
 	// EventWebhooks receive every event (scaling_*, PoolScaled) as a JSON
 	// POST, through the outbound fence.
 	EventWebhooks []string
+	// ColdStartMaxPending bounds the requests held per hostname.
+	ColdStartMaxPending int
+	// EdgeMaxConcurrent bounds the requests the edge serves at once (held
+	// requests do not count).
+	EdgeMaxConcurrent int
 }
 
 // DefaultAperio returns the documented defaults.
 func DefaultAperio() Aperio {
-	return Aperio{ScalingRecordTTL: 30 * 24 * time.Hour, EdgeListenAddr: "127.0.0.1:20980", OutboundAllowlist: []string{}, EventWebhooks: []string{}}
+	return Aperio{ScalingRecordTTL: 30 * 24 * time.Hour, EdgeListenAddr: "127.0.0.1:20980", ColdStartMaxPending: 1000, EdgeMaxConcurrent: 10000, OutboundAllowlist: []string{}, EventWebhooks: []string{}}
 }
 
 // aperioKey is one Aperio setting: its file key and variable.
@@ -55,6 +60,8 @@ var AperioKeys = []aperioKey{
 	{"scaling_record_ttl", "APERIO_SCALING_RECORD_TTL"},
 	{"edge_listen_addr", "APERIO_EDGE_LISTEN_ADDR"},
 	{"event_webhooks", "APERIO_EVENT_WEBHOOKS"},
+	{"cold_start_max_pending", "APERIO_COLD_START_MAX_PENDING"},
+	{"edge_max_concurrent", "APERIO_EDGE_MAX_CONCURRENT"},
 }
 
 // Key and Env name the setting.
@@ -161,6 +168,16 @@ func (a *Aperio) set(key, name, raw string, list []string) error {
 			return fmt.Errorf("%s is %q; accepted: host:port such as 127.0.0.1:20980", name, clipValue(raw))
 		}
 		a.EdgeListenAddr = raw
+	case "cold_start_max_pending", "edge_max_concurrent":
+		n, perr := strconv.Atoi(raw)
+		if perr != nil || n < 1 || n > 1_000_000 {
+			return fmt.Errorf("%s is %q; accepted: a whole number from 1 to 1000000", name, clipValue(raw))
+		}
+		if key == "cold_start_max_pending" {
+			a.ColdStartMaxPending = n
+		} else {
+			a.EdgeMaxConcurrent = n
+		}
 	}
 	return err
 }

@@ -161,6 +161,8 @@ func TestAperioSettings(t *testing.T) {
 		{"APERIO_OUTBOUND_ALLOWLIST", "ok.com, bad host"}: `APERIO_OUTBOUND_ALLOWLIST has "bad host"; accepted: host names, host globs`,
 		{"APERIO_SCALING_RECORD_TTL", "5"}:                `APERIO_SCALING_RECORD_TTL is "5"; accepted: whole seconds from 60`,
 		{"APERIO_EDGE_LISTEN_ADDR", "localhost"}:          `APERIO_EDGE_LISTEN_ADDR is "localhost"; accepted: host:port`,
+		{"APERIO_COLD_START_MAX_PENDING", "0"}:            `APERIO_COLD_START_MAX_PENDING is "0"; accepted: a whole number from 1 to 1000000`,
+		{"APERIO_EDGE_MAX_CONCURRENT", "lots"}:            `APERIO_EDGE_MAX_CONCURRENT is "lots"; accepted: a whole number from 1 to 1000000`,
 	} {
 		if _, _, err := LoadAperio(nil, env(map[string]string{envs[0]: envs[1]})); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%v: got %v, want %q", envs, err, want)

@@ -253,6 +253,7 @@ func serve(ctx context.Context, o *serveOptions, getenv func(string) string, out
 			"scaling_allow_private": fmt.Sprint(aperio.ScalingAllowPrivate), "outbound.allowlist": strings.Join(aperio.OutboundAllowlist, ","),
 			"outbound.block_private": fmt.Sprint(aperio.OutboundBlockPrivate), "scaling_record_ttl": fmt.Sprint(aperio.ScalingRecordTTL.Seconds()),
 			"edge_listen_addr": aperio.EdgeListenAddr, "event_webhooks": strings.Join(aperio.EventWebhooks, ","),
+			"cold_start_max_pending": fmt.Sprint(aperio.ColdStartMaxPending), "edge_max_concurrent": fmt.Sprint(aperio.EdgeMaxConcurrent),
 		}
 		for _, k := range config.AperioKeys {
 			rows = append(rows, [4]string{k.Key(), k.Env(), aperioValues[k.Key()], string(aperioSrc[k.Key()])})
