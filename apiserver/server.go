@@ -97,6 +97,9 @@ type nowClock struct{ now func() time.Time }
 
 func (c nowClock) Now() time.Time                         { return c.now() }
 func (c nowClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+func (c nowClock) AfterFunc(d time.Duration, f func()) func() bool {
+	return time.AfterFunc(d, f).Stop
+}
 
 // New returns the server. Serve its Handler and run RunSweeps beside it.
 func New(d Deps) *Server {

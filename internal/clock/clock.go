@@ -12,6 +12,9 @@ type Clock interface {
 	Now() time.Time
 	// After delivers the time on the channel once d has passed.
 	After(d time.Duration) <-chan time.Time
+	// AfterFunc calls f in its own goroutine once d has passed, unless
+	// stop is called first; stop reports whether it prevented the call.
+	AfterFunc(d time.Duration, f func()) (stop func() bool)
 }
 
 // Real is the wall clock.
@@ -19,6 +22,9 @@ type Real struct{}
 
 func (Real) Now() time.Time                         { return time.Now() }
 func (Real) After(d time.Duration) <-chan time.Time { return time.After(d) }
+func (Real) AfterFunc(d time.Duration, f func()) func() bool {
+	return time.AfterFunc(d, f).Stop
+}
 
 // Fake is a clock that moves only when told to.
 type Fake struct {
@@ -32,6 +38,7 @@ type Fake struct {
 type waiter struct {
 	at time.Time
 	ch chan time.Time
+	fn *func() // AfterFunc's; its address identifies it for stop
 }
 
 // NewFake returns a fake clock standing at start.
@@ -61,6 +68,29 @@ func (f *Fake) After(d time.Duration) <-chan time.Time {
 	return ch
 }
 
+// AfterFunc calls fn in its own goroutine once the clock has moved d on.
+func (f *Fake) AfterFunc(d time.Duration, fn func()) func() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := &fn
+	f.waiters = append(f.waiters, waiter{at: f.now.Add(d), fn: p})
+	select {
+	case f.waiting <- struct{}{}:
+	default:
+	}
+	return func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for i, w := range f.waiters {
+			if w.fn == p {
+				f.waiters = append(f.waiters[:i], f.waiters[i+1:]...)
+				return true
+			}
+		}
+		return false
+	}
+}
+
 // Advance moves the clock by d and wakes every waiter that is due, each with
 // the time it was due.
 func (f *Fake) Advance(d time.Duration) {
@@ -69,10 +99,13 @@ func (f *Fake) Advance(d time.Duration) {
 	f.now = f.now.Add(d)
 	kept := f.waiters[:0]
 	for _, w := range f.waiters {
-		if !w.at.After(f.now) {
-			w.ch <- w.at // the instant it was due, as a timer reports it
-		} else {
+		switch {
+		case w.at.After(f.now):
 			kept = append(kept, w)
+		case w.fn != nil:
+			go (*w.fn)()
+		default:
+			w.ch <- w.at // the instant it was due, as a timer reports it
 		}
 	}
 	f.waiters = kept

@@ -34,3 +34,32 @@ func TestFakeWakesOnlyDueWaiters(t *testing.T) {
 		t.Fatal("After(0) did not fire at once")
 	}
 }
+
+func TestFakeAfterFuncRunsOnceUnlessStopped(t *testing.T) {
+	f := NewFake(time.Unix(0, 0))
+	ran := make(chan string, 2)
+	f.AfterFunc(time.Second, func() { ran <- "first" })
+	stop := f.AfterFunc(time.Second, func() { ran <- "stopped" })
+	if !stop() {
+		t.Fatal("stop of a waiting call reported false")
+	}
+	f.Advance(999 * time.Millisecond)
+	select {
+	case got := <-ran:
+		t.Fatalf("%s ran early", got)
+	default:
+	}
+	f.Advance(time.Millisecond)
+	if got := <-ran; got != "first" {
+		t.Fatalf("ran %s", got)
+	}
+	if stop() {
+		t.Fatal("stopping twice reported true")
+	}
+	f.Advance(time.Hour)
+	select {
+	case got := <-ran:
+		t.Fatalf("%s ran after stop", got)
+	default:
+	}
+}

@@ -45,6 +45,7 @@ func TestEdgeUnderConcurrentLoad(t *testing.T) {
 		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			served.Add(1)
 			b, _ := io.ReadAll(r.Body)
+			io.WriteString(w, r.URL.Path)
 			w.Write(b)
 		}))
 		defer s.Close()
@@ -56,8 +57,14 @@ func TestEdgeUnderConcurrentLoad(t *testing.T) {
 	for i := range backends {
 		beat("busy.test", i, Active)
 	}
-	send := func(host, body string) error {
+	// send POSTs body to /, or GETs /body when get; the backend echoes the
+	// path and the body.
+	send := func(host, body string, get bool) error {
 		req, _ := http.NewRequest("POST", edge.URL+"/", strings.NewReader(body))
+		want := "/" + body
+		if get {
+			req, _ = http.NewRequest("GET", edge.URL+"/"+body, nil)
+		}
 		req.Host = host
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -65,8 +72,8 @@ func TestEdgeUnderConcurrentLoad(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		got, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != 200 || string(got) != body {
-			return fmt.Errorf("%d %q, want 200 %q", resp.StatusCode, got, body)
+		if resp.StatusCode != 200 || string(got) != want {
+			return fmt.Errorf("%d %q, want 200 %q", resp.StatusCode, got, want)
 		}
 		return nil
 	}
@@ -98,14 +105,16 @@ func TestEdgeUnderConcurrentLoad(t *testing.T) {
 	var wg sync.WaitGroup
 	for g := range held {
 		wg.Add(1)
-		go func() { defer wg.Done(); errs <- send("sleepy.test", fmt.Sprint("held-", g)) }()
+		// Half without a body (parked, their connections taken over), half
+		// with one (held on their goroutines).
+		go func() { defer wg.Done(); errs <- send("sleepy.test", fmt.Sprint("held-", g), g%2 == 0) }()
 	}
 	for g := range 200 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range 10 {
-				errs <- send("busy.test", fmt.Sprintf("g%d-r%d-%s", g, i, strings.Repeat("x", g*i%3000)))
+				errs <- send("busy.test", fmt.Sprintf("g%d-r%d-%s", g, i, strings.Repeat("x", g*i%3000)), i%3 == 0)
 			}
 		}()
 	}

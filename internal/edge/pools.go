@@ -140,6 +140,7 @@ type hostPool struct {
 	ready    chan struct{}
 	held     int
 	settings *HostSettings // replaced whole, never changed in place
+	parked   []*parked     // held requests without a goroutine
 	stale    *staleCache   // nil unless the hostname opted into resilience
 }
 
@@ -177,7 +178,11 @@ func (p *Pools) host(name string) *hostPool {
 func (p *Pools) Heartbeat(host, id string, info ClientInfo, settings HostSettings, now time.Time) {
 	h := p.host(host)
 	h.mu.Lock()
-	defer h.mu.Unlock()
+	var woken []*parked
+	defer func() {
+		h.mu.Unlock()
+		wakeAll(woken)
+	}()
 	c := h.clients[id]
 	if c == nil {
 		c = &Client{ID: id, lim: NewLimiter(info.MaxConcurrent, p.QueueLen)}
@@ -198,13 +203,35 @@ func (p *Pools) Heartbeat(host, id string, info ClientInfo, settings HostSetting
 	case !settings.Resilience:
 		h.stale = nil
 	}
-	h.wakeIfRoutableLocked(c, now, p.TTL)
+	woken = h.wakeIfRoutableLocked(c, now, p.TTL)
 }
 
-func (h *hostPool) wakeIfRoutableLocked(c *Client, now time.Time, ttl time.Duration) {
-	if c.routable(now, ttl) && c.info.Target != nil {
-		close(h.ready)
-		h.ready = make(chan struct{})
+// wakeIfRoutableLocked fires the hostname's signal when c is routable, and
+// returns the parked requests to wake (outside the lock, which each of them
+// takes on its way to the client).
+func (h *hostPool) wakeIfRoutableLocked(c *Client, now time.Time, ttl time.Duration) []*parked {
+	if !c.routable(now, ttl) || c.info.Target == nil {
+		return nil
+	}
+	close(h.ready)
+	h.ready = make(chan struct{})
+	woken := h.parked[:0]
+	for _, pk := range h.parked {
+		// One that its budget claimed first is on its way out already.
+		if pk.claimed.CompareAndSwap(false, true) {
+			woken = append(woken, pk)
+			h.held--
+		}
+	}
+	h.parked = nil
+	return woken
+}
+
+// wakeAll sends requests that left their hold on their way, in the order
+// they arrived.
+func wakeAll(list []*parked) {
+	for _, pk := range list {
+		pk.dispatch()
 	}
 }
 

@@ -66,8 +66,9 @@ func (p *Pools) Probe(ctx context.Context, now time.Time) {
 			if ok && !was {
 				if h := p.lookup(j.host); h != nil {
 					h.mu.Lock()
-					h.wakeIfRoutableLocked(j.c, now, p.TTL)
+					woken := h.wakeIfRoutableLocked(j.c, now, p.TTL)
 					h.mu.Unlock()
+					wakeAll(woken)
 				}
 			}
 		}()

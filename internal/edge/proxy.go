@@ -145,6 +145,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("%s is down for maintenance", host), http.StatusServiceUnavailable)
 		return
 	}
+	p.serve(w, r, host, time.Time{}, time.Time{})
+}
+
+// serve routes r to a client of host, holding it through a cold start
+// whose budget ends at expires (zero: none started yet; heldSince is when
+// the hold began).
+func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, host string, expires, heldSince time.Time) {
 	// The global limit queues arrivals rather than refusing them: the line
 	// moves as requests finish or are held.
 	select {
@@ -158,8 +165,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			<-p.slots
 		}
 	}()
-	var expired <-chan time.Time // the budget, one for the whole hold
-	var start time.Time
+	rt := p.o.Pools.route(host, p.o.Clock.Now())
+	var expired <-chan time.Time // the budget's timer, one for the whole hold
 	for rt.client == nil {
 		hk := p.o.Hooks.Hook(host)
 		if !hk.Armed {
@@ -170,29 +177,45 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			p.fallThrough(w, r, rt, http.StatusBadGateway, why)
 			return
 		}
-		if expired == nil {
-			// The budget runs from before the request counts as held, so
-			// that whoever sees it held knows its budget is running.
-			start, expired = p.o.Clock.Now(), p.o.Clock.After(hk.Budget)
+		now := p.o.Clock.Now()
+		if expires.IsZero() {
+			expires, heldSince = now.Add(hk.Budget), now
 		}
-		wait, ok := p.o.Pools.Hold(host, p.o.MaxPending)
-		if !ok {
-			http.Error(w, fmt.Sprintf("%s is starting and %d requests already wait for it; retry shortly", host, p.o.MaxPending), http.StatusServiceUnavailable)
+		if !now.Before(expires) {
+			p.budgetSpent(w, r, host, hk.Budget)
 			return
 		}
 		// A held request gives its slot back: a hundred visitors waiting
 		// for one sleeping hostname must not starve the others.
 		<-p.slots
 		slot = false
+		if parkable(w, r) {
+			switch p.parkRequest(w, r, host, expires, heldSince, hk.Budget) {
+			case parkedOK:
+				return // resumed on a new goroutine when the hostname wakes
+			case parkFull:
+				p.tooManyHeld(w, host)
+				return
+			}
+		}
+		if expired == nil {
+			// The timer starts before the request counts as held, so that
+			// whoever sees it held knows its budget is running.
+			expired = p.o.Clock.After(expires.Sub(now))
+		}
+		wait, ok := p.o.Pools.Hold(host, p.o.MaxPending)
+		if !ok {
+			p.tooManyHeld(w, host)
+			return
+		}
 		err := p.hold(r.Context(), wait, expired)
 		p.o.Pools.Unhold(host)
 		if p.o.OnHeld != nil {
-			p.o.OnHeld(host, p.o.Clock.Now().Sub(start))
+			p.o.OnHeld(host, p.o.Clock.Now().Sub(heldSince))
 		}
 		if err != nil {
 			if errors.Is(err, errBudget) {
-				p.fallThrough(w, r, p.o.Pools.route(host, p.o.Clock.Now()), http.StatusGatewayTimeout,
-					fmt.Sprintf("%s did not start within %s", host, hk.Budget))
+				p.budgetSpent(w, r, host, hk.Budget)
 			}
 			return
 		}
@@ -242,6 +265,16 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			rt.stale.put(r.URL.RequestURI(), a)
 		}
 	}
+}
+
+func (p *Proxy) tooManyHeld(w http.ResponseWriter, host string) {
+	http.Error(w, fmt.Sprintf("%s is starting and %d requests already wait for it; retry shortly", host, p.o.MaxPending), http.StatusServiceUnavailable)
+}
+
+// budgetSpent answers a request whose cold-start budget ran out.
+func (p *Proxy) budgetSpent(w http.ResponseWriter, r *http.Request, host string, budget time.Duration) {
+	p.fallThrough(w, r, p.o.Pools.route(host, p.o.Clock.Now()), http.StatusGatewayTimeout,
+		fmt.Sprintf("%s did not start within %s", host, budget))
 }
 
 // fallThrough answers a request no client will serve: the hostname's kept
