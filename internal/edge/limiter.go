@@ -9,75 +9,96 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 )
 
 // ErrQueueFull is returned when a client's wait queue is full.
 var ErrQueueFull = errors.New("the client's queue is full")
 
 // Limiter is a FIFO semaphore: max permits (0 = unbounded), and at most
-// maxQueue waiters beyond them.
+// maxQueue waiters beyond them. Taking and returning a permit while nobody
+// waits is one atomic operation; the line is kept under a mutex.
 type Limiter struct {
+	inUse  atomic.Int64
+	max    atomic.Int64
+	queued atomic.Int64
+
 	mu       sync.Mutex
-	max      int
-	inUse    int
 	maxQueue int
 	queue    []chan struct{} // FIFO; a nil entry was abandoned
-	queued   int
 }
 
 // NewLimiter returns a limiter of max permits with a queue of maxQueue.
-func NewLimiter(max, maxQueue int) *Limiter { return &Limiter{max: max, maxQueue: maxQueue} }
+func NewLimiter(max, maxQueue int) *Limiter {
+	l := &Limiter{maxQueue: maxQueue}
+	l.max.Store(int64(max))
+	return l
+}
 
 // SetMax changes the permits (a client re-announced max_concurrent); waiters
 // are let in if there is room now.
 func (l *Limiter) SetMax(max int) {
+	l.max.Store(int64(max))
 	l.mu.Lock()
-	l.max = max
 	l.wakeLocked()
 	l.mu.Unlock()
 }
 
 // InUse is the permits held now.
-func (l *Limiter) InUse() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.inUse
+func (l *Limiter) InUse() int { return int(l.inUse.Load()) }
+
+// take takes a permit if one is free.
+func (l *Limiter) take() bool {
+	for {
+		cur, m := l.inUse.Load(), l.max.Load()
+		if m != 0 && cur >= m {
+			return false
+		}
+		if l.inUse.CompareAndSwap(cur, cur+1) {
+			return true
+		}
+	}
 }
 
 // Acquire takes a permit, waiting in line when none is free; it fails at
 // once with ErrQueueFull when the line is full, or with ctx's error.
 func (l *Limiter) Acquire(ctx context.Context) error {
+	if l.queued.Load() == 0 && l.take() {
+		return nil
+	}
 	l.mu.Lock()
-	if l.queued == 0 && (l.max == 0 || l.inUse < l.max) {
-		l.inUse++
+	if l.queued.Load() == 0 && l.take() {
 		l.mu.Unlock()
 		return nil
 	}
-	if l.queued >= l.maxQueue {
+	if int(l.queued.Load()) >= l.maxQueue {
 		l.mu.Unlock()
 		return ErrQueueFull
 	}
 	ch := make(chan struct{})
 	l.queue = append(l.queue, ch)
-	l.queued++
+	l.queued.Add(1)
+	// A permit returned between the failed take and joining the line saw
+	// nobody waiting: look again now that we are in it.
+	l.wakeLocked()
 	idx := len(l.queue) - 1
 	l.mu.Unlock()
 	select {
 	case <-ch:
-		return nil // the permit was handed over by Release
+		return nil // the permit was handed over
 	case <-ctx.Done():
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		select {
 		case <-ch:
 			// Handed over just as we gave up: pass it on.
-			l.inUse--
+			l.inUse.Add(-1)
 			l.wakeLocked()
 		default:
-			for i := idx; i >= 0 && i < len(l.queue); i-- {
+			for i := min(idx, len(l.queue)-1); i >= 0; i-- {
 				if l.queue[i] == ch {
 					l.queue[i] = nil
-					l.queued--
+					l.queued.Add(-1)
 					break
 				}
 			}
@@ -88,22 +109,29 @@ func (l *Limiter) Acquire(ctx context.Context) error {
 
 // Release returns a permit, handing it to the first in line.
 func (l *Limiter) Release() {
-	l.mu.Lock()
-	l.inUse--
-	l.wakeLocked()
-	l.mu.Unlock()
+	l.inUse.Add(-1)
+	if l.queued.Load() > 0 {
+		l.mu.Lock()
+		l.wakeLocked()
+		l.mu.Unlock()
+	}
 }
 
+// wakeLocked hands free permits to the waiters at the head of the line.
 func (l *Limiter) wakeLocked() {
-	for len(l.queue) > 0 && (l.max == 0 || l.inUse < l.max) {
+	for len(l.queue) > 0 {
 		ch := l.queue[0]
-		l.queue[0] = nil
-		l.queue = l.queue[1:]
 		if ch == nil {
+			l.queue[0] = nil
+			l.queue = l.queue[1:]
 			continue
 		}
-		l.queued--
-		l.inUse++
+		if !l.take() {
+			break
+		}
+		l.queue[0] = nil
+		l.queue = l.queue[1:]
+		l.queued.Add(-1)
 		close(ch)
 	}
 	if len(l.queue) == 0 {

@@ -4,16 +4,15 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 )
 
 // waitQueued yields until n waiters stand in line.
 func waitQueued(l *Limiter, n int) {
 	for {
-		l.mu.Lock()
-		q := l.queued
-		l.mu.Unlock()
-		if q == n {
+		if int(l.queued.Load()) == n {
 			return
 		}
 		runtime.Gosched()
@@ -94,5 +93,35 @@ func TestRaisingTheLimitLetsWaitersIn(t *testing.T) {
 	<-got
 	if l.InUse() != 3 {
 		t.Fatalf("in use %d", l.InUse())
+	}
+}
+
+// Many takers at once: never more than max permits out, nobody left in
+// line, every taker served (run under -race by make test).
+func TestLimiterUnderContention(t *testing.T) {
+	l := NewLimiter(3, 1000)
+	var out, peak atomic.Int64
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 200 {
+				if err := l.Acquire(context.Background()); err != nil {
+					t.Error(err)
+					return
+				}
+				n := out.Add(1)
+				for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+				}
+				runtime.Gosched()
+				out.Add(-1)
+				l.Release()
+			}
+		}()
+	}
+	wg.Wait()
+	if peak.Load() > 3 || l.InUse() != 0 || l.queued.Load() != 0 {
+		t.Fatalf("peak %d, in use %d, queued %d", peak.Load(), l.InUse(), l.queued.Load())
 	}
 }

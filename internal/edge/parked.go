@@ -166,25 +166,38 @@ const (
 // parkRequest counts r as held for host, takes its connection over from the
 // HTTP server and parks it until a client is routable or expires.
 func (p *Proxy) parkRequest(w http.ResponseWriter, r *http.Request, host string, expires, since time.Time, budget time.Duration) parkOutcome {
-	ready, ok := p.o.Pools.Hold(host, p.o.MaxPending)
-	if !ok {
-		return parkFull
-	}
-	conn, _, err := http.NewResponseController(w).Hijack()
-	if err != nil {
-		p.o.Pools.Unhold(host)
-		return parkUnable
-	}
-	// The server's buffers are let go (nothing more is read), and the
-	// request outlives its handler, whose context ends with it.
-	pk := &parked{conn: conn, r: r.WithContext(context.WithoutCancel(r.Context())), host: host,
-		expires: expires, since: since, budget: budget, p: p}
+	pk := &parked{host: host, expires: expires, since: since, budget: budget, p: p}
+	// The budget's timer starts before the request counts as held, so that
+	// whoever sees it held knows its budget is running; it waits for the
+	// parking to finish before it may act.
+	setup := make(chan struct{})
 	pk.stop = p.o.Clock.AfterFunc(expires.Sub(p.o.Clock.Now()), func() {
+		<-setup
 		if pk.claimed.CompareAndSwap(false, true) {
 			p.o.Pools.unpark(host, pk)
 			pk.spent()
 		}
 	})
+	abandon := func() {
+		pk.claimed.Store(true)
+		pk.stop()
+		close(setup)
+	}
+	ready, ok := p.o.Pools.Hold(host, p.o.MaxPending)
+	if !ok {
+		abandon()
+		return parkFull
+	}
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		p.o.Pools.Unhold(host)
+		abandon()
+		return parkUnable
+	}
+	// The server's buffers are let go (nothing more is read), and the
+	// request outlives its handler, whose context ends with it.
+	pk.conn, pk.r = conn, r.WithContext(context.WithoutCancel(r.Context()))
+	close(setup)
 	p.o.Pools.addParked(host, pk, ready)
 	return parkedOK
 }

@@ -85,13 +85,35 @@ type Client struct {
 	addr     string
 	basePath string
 	direct   bool
-	idle     idleConns
+	idle     shardedIdle
 
 	probeFailed atomic.Bool
+	// st is what the request path reads without a lock: the fields above
+	// as of the last heartbeat, replaced whole.
+	st atomic.Pointer[clientState]
+}
+
+// clientState is a client as the last heartbeat left it.
+type clientState struct {
+	info     ClientInfo
+	seen     time.Time
+	addr     string
+	basePath string
+	direct   bool
+}
+
+func (c *Client) publish() {
+	c.st.Store(&clientState{info: c.info, seen: c.seen, addr: c.addr, basePath: c.basePath, direct: c.direct})
+}
+
+func (c *Client) state() *clientState { return c.st.Load() }
+
+func (st *clientState) routable(c *Client, now time.Time, ttl time.Duration) bool {
+	return now.Sub(st.seen) <= ttl && st.info.State == Active && st.info.ProbeOK && st.info.Target != nil && !c.probeFailed.Load()
 }
 
 // Target is where the client serves.
-func (c *Client) Target() *url.URL { return c.info.Target }
+func (c *Client) Target() *url.URL { return c.state().info.Target }
 
 // Limiter is the client's concurrency limiter.
 func (c *Client) Limiter() *Limiter { return c.lim }
@@ -141,6 +163,7 @@ type hostPool struct {
 	held     int
 	settings *HostSettings // replaced whole, never changed in place
 	parked   []*parked     // held requests without a goroutine
+	view     atomic.Pointer[hostView]
 	stale    *staleCache   // nil unless the hostname opted into resilience
 }
 
@@ -167,6 +190,7 @@ func (p *Pools) host(name string) *hostPool {
 	h := p.hosts[name]
 	if h == nil {
 		h = &hostPool{clients: map[string]*Client{}, ready: make(chan struct{}), settings: &HostSettings{}}
+		h.rebuildLocked()
 		p.hosts[name] = h
 	}
 	return h
@@ -195,6 +219,7 @@ func (p *Pools) Heartbeat(host, id string, info ClientInfo, settings HostSetting
 	}
 	c.setTarget(info.Target)
 	c.info, c.seen = info, now
+	c.publish()
 	settings.Owned = true
 	h.settings = &settings
 	switch {
@@ -204,6 +229,43 @@ func (p *Pools) Heartbeat(host, id string, info ClientInfo, settings HostSetting
 		h.stale = nil
 	}
 	woken = h.wakeIfRoutableLocked(c, now, p.TTL)
+	h.rebuildLocked()
+}
+
+// hostView is what the request path reads without a lock: the hostname's
+// clients that have a target, its settings, and its ready signal.
+type hostView struct {
+	clients  []*Client
+	settings *HostSettings
+	stale    *staleCache
+	ready    chan struct{}
+}
+
+// rebuildLocked publishes the hostname's view after a change.
+func (h *hostPool) rebuildLocked() {
+	v := &hostView{settings: h.settings, stale: h.stale, ready: h.ready}
+	for _, c := range h.clients {
+		if c.info.Target != nil {
+			v.clients = append(v.clients, c)
+		}
+	}
+	h.view.Store(v)
+}
+
+// forgetExpiredLocked drops clients whose heartbeat expired and that serve
+// nothing any more.
+func (h *hostPool) forgetExpiredLocked(now time.Time, ttl time.Duration) {
+	changed := false
+	for id, c := range h.clients {
+		if now.Sub(c.seen) > ttl && c.lim.InUse() == 0 {
+			delete(h.clients, id)
+			c.idle.closeAll()
+			changed = true
+		}
+	}
+	if changed {
+		h.rebuildLocked()
+	}
 }
 
 // wakeIfRoutableLocked fires the hostname's signal when c is routable, and
@@ -260,36 +322,33 @@ type route struct {
 var noSettings = &HostSettings{}
 
 // route picks the client to send a request for host to: a routable primary
-// client with the fewest permits in use, else a standby one.
+// client with the fewest permits in use, else a standby one. It takes no
+// lock: it reads the hostname's published view.
 func (p *Pools) route(host string, now time.Time) route {
 	h := p.lookup(host)
 	if h == nil {
 		return route{settings: noSettings}
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	v := h.view.Load()
 	var best *Client
+	var bestSt *clientState
 	bestLoad := 0
-	for id, c := range h.clients {
-		if now.Sub(c.seen) > p.TTL && c.lim.InUse() == 0 {
-			delete(h.clients, id) // expired and idle: forget it
-			c.idle.closeAll()
-			continue
-		}
-		if !c.routable(now, p.TTL) || c.info.Target == nil {
+	for _, c := range v.clients {
+		st := c.state()
+		if !st.routable(c, now, p.TTL) {
 			continue
 		}
 		load := c.lim.InUse()
 		switch {
 		case best == nil,
-			c.info.Priority < best.info.Priority,
-			c.info.Priority == best.info.Priority && load < bestLoad:
-			best, bestLoad = c, load
+			st.info.Priority < bestSt.info.Priority,
+			st.info.Priority == bestSt.info.Priority && load < bestLoad:
+			best, bestSt, bestLoad = c, st, load
 		}
 	}
-	rt := route{client: best, settings: h.settings, stale: h.stale}
+	rt := route{client: best, settings: v.settings, stale: v.stale}
 	if best == nil {
-		rt.ready = h.ready
+		rt.ready = v.ready
 	}
 	return rt
 }
@@ -347,6 +406,7 @@ func (p *Pools) Sample(host string, now time.Time) hookengine.Sample {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.forgetExpiredLocked(now, p.TTL)
 	s := hookengine.Sample{Waiting: h.held}
 	for _, c := range h.clients {
 		if !c.routable(now, p.TTL) {

@@ -67,6 +67,7 @@ func (p *Pools) Probe(ctx context.Context, now time.Time) {
 				if h := p.lookup(j.host); h != nil {
 					h.mu.Lock()
 					woken := h.wakeIfRoutableLocked(j.c, now, p.TTL)
+					h.rebuildLocked()
 					h.mu.Unlock()
 					wakeAll(woken)
 				}

@@ -243,7 +243,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, host string, expir
 		rec = &recorder{ResponseWriter: w}
 		out = rec
 	}
-	if !c.direct || r.Header.Get("Upgrade") != "" {
+	if !c.state().direct || r.Header.Get("Upgrade") != "" {
 		p.rp.ServeHTTP(out, r.WithContext(context.WithValue(r.Context(), targetKey{}, c)))
 	} else if wrote, err := p.roundTrip(out, r, c); err != nil {
 		if !wrote {

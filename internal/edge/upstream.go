@@ -30,8 +30,30 @@ type idleConns struct {
 	conns []*upstreamConn
 }
 
-// maxIdlePerClient bounds the idle connections kept per client.
-const maxIdlePerClient = 256
+// maxIdlePerClient bounds the idle connections kept per client, over
+// idleShards shards: a visitor's requests use one shard (by its address),
+// so that two cores serving different visitors rarely wait on each other.
+const (
+	idleShards       = 8
+	maxIdlePerClient = 256
+)
+
+// shardedIdle is one client's idle connections.
+type shardedIdle [idleShards]idleConns
+
+func (s *shardedIdle) shard(remoteAddr string) *idleConns {
+	h := uint(0)
+	for i := len(remoteAddr) - 1; i >= 0 && i >= len(remoteAddr)-6; i-- {
+		h = h*31 + uint(remoteAddr[i])
+	}
+	return &s[h%idleShards]
+}
+
+func (s *shardedIdle) closeAll() {
+	for i := range s {
+		s[i].closeAll()
+	}
+}
 
 // idleTimeout closes a connection idle this long: backends commonly close
 // theirs after a minute or more, and a connection they closed while idle
@@ -86,7 +108,7 @@ func (ic *idleConns) get(now time.Time, body bool) *upstreamConn {
 func (ic *idleConns) put(u *upstreamConn, now time.Time) {
 	u.lastUsed = now
 	ic.mu.Lock()
-	if len(ic.conns) < maxIdlePerClient {
+	if len(ic.conns) < maxIdlePerClient/idleShards {
 		ic.conns = append(ic.conns, u)
 		u = nil
 	}
@@ -249,10 +271,10 @@ func (p *Proxy) roundTrip(w http.ResponseWriter, r *http.Request, c *Client) (wr
 	}
 	ctx := r.Context()
 	for attempt := 0; ; attempt++ {
-		u := c.idle.get(p.o.Clock.Now(), hasBody)
+		u := c.idle.shard(r.RemoteAddr).get(p.o.Clock.Now(), hasBody)
 		reused := u != nil
 		if u == nil {
-			if u, err = dial(ctx, c.addr); err != nil {
+			if u, err = dial(ctx, c.state().addr); err != nil {
 				return false, err
 			}
 		}
@@ -276,9 +298,9 @@ func (p *Proxy) exchange(ctx context.Context, w http.ResponseWriter, r *http.Req
 			u.close()
 			return
 		}
-		c.idle.put(u, p.o.Clock.Now())
+		c.idle.shard(r.RemoteAddr).put(u, p.o.Clock.Now())
 	}()
-	writeRequestHead(u.bw, r, c.basePath, bodyLen)
+	writeRequestHead(u.bw, r, c.state().basePath, bodyLen)
 	var bodyDone chan error
 	if hasBody {
 		// The body goes up while the answer is read, as http.Transport

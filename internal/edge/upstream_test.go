@@ -210,9 +210,12 @@ func TestDirectPathRetriesAConnectionClosedWhileIdle(t *testing.T) {
 		t.Fatal(body)
 	}
 	backend.CloseClientConnections() // the kept connection dies while idle
-	c.idle.mu.Lock()
-	kept := len(c.idle.conns)
-	c.idle.mu.Unlock()
+	kept := 0
+	for i := range c.idle {
+		c.idle[i].mu.Lock()
+		kept += len(c.idle[i].conns)
+		c.idle[i].mu.Unlock()
+	}
 	if kept != 1 {
 		t.Fatalf("%d connections kept, want 1", kept)
 	}

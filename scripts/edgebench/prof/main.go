@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"time"
 
@@ -24,6 +25,8 @@ func main() {
 	pools.Heartbeat("bench.local", "c1", edge.ClientInfo{Target: u, State: edge.Active, ProbeOK: true}, edge.HostSettings{}, time.Now())
 	p := edge.NewProxy(edge.Options{Pools: pools, Hooks: noHooks{}})
 	if os.Getenv("PROF") != "" {
+		runtime.SetMutexProfileFraction(5)
+		runtime.SetBlockProfileRate(10000)
 		f, _ := os.Create(os.Getenv("PROF"))
 		pprof.StartCPUProfile(f)
 		go func() {
@@ -32,6 +35,9 @@ func main() {
 			f.Close()
 			m, _ := os.Create(os.Getenv("PROF") + ".mem")
 			pprof.Lookup("allocs").WriteTo(m, 0)
+			mu, _ := os.Create(os.Getenv("PROF") + ".mutex")
+			pprof.Lookup("mutex").WriteTo(mu, 0)
+			mu.Close()
 			m.Close()
 			os.Exit(0)
 		}()
