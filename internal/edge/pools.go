@@ -164,7 +164,7 @@ type hostPool struct {
 	settings *HostSettings // replaced whole, never changed in place
 	parked   []*parked     // held requests without a goroutine
 	view     atomic.Pointer[hostView]
-	stale    *staleCache   // nil unless the hostname opted into resilience
+	stale    *staleCache // nil unless the hostname opted into resilience
 }
 
 // NewPools returns an empty set of pools.
