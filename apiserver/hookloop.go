@@ -353,8 +353,8 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	probe := req.ProbeOK == nil || *req.ProbeOK
 	var target *url.URL
 	if req.Target != "" {
-		u, err := url.Parse(req.Target)
-		if err != nil || !u.IsAbs() || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil {
+		u, ok := hook.ParseHTTPURL(req.Target)
+		if !ok {
 			return invalidRequest("target %q is not accepted; accepted: an absolute http(s) URL such as http://127.0.0.1:3000", clip(req.Target))
 		}
 		target = u
@@ -366,8 +366,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 		return invalidRequest("probe_path needs a target: the edge probes the target it proxies to")
 	}
 	if req.Fallback != "" {
-		u, err := url.Parse(req.Fallback)
-		if err != nil || !u.IsAbs() || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil || len(req.Fallback) > 2048 {
+		if _, ok := hook.ParseHTTPURL(req.Fallback); !ok || len(req.Fallback) > 2048 {
 			return invalidRequest("fallback %q is not accepted; accepted: an absolute http(s) URL of at most 2048 characters, such as https://status.example.com", clip(req.Fallback))
 		}
 	}

@@ -169,6 +169,17 @@ func (d Declaration) Validate() (Hook, error) {
 // checkURL is the static half of the URL's rules: an absolute http or https
 // URL with a host and no credentials. Whether the server may call it is the
 // outbound fence's question.
+// ParseHTTPURL parses an absolute http or https URL with a host and no
+// credentials: the shape of every URL a client hands the server (a hook, a
+// target, a fallback). ok is false for anything else.
+func ParseHTTPURL(raw string) (u *url.URL, ok bool) {
+	u, err := url.Parse(raw)
+	if err != nil || !u.IsAbs() || u.Host == "" || u.Opaque != "" || u.User != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, false
+	}
+	return u, true
+}
+
 func checkURL(raw string) error {
 	const accepted = "accepted: an absolute https:// URL such as https://api.example.com/scale"
 	if raw == "" {

@@ -9,13 +9,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/qodaperio/autoscale/internal/config"
+	"github.com/qodaperio/autoscale/internal/hook"
 )
 
 // Config is the client's settings: aperio.yaml keys, each with an APERIO_*
@@ -42,18 +42,12 @@ type Config struct {
 	Scaling *Scaling
 }
 
-// Scaling is the scaling block as the client announces it.
+// Scaling is the scaling block as the client announces it: the
+// declaration the server checks (hostname left empty: the heartbeat's), and
+// the secret.
 type Scaling struct {
-	URL               string   `json:"url"`
-	Secret            *string  `json:"secret,omitempty"`
-	Min               *int     `json:"min,omitempty"`
-	Max               *int     `json:"max,omitempty"`
-	ColdStart         string   `json:"cold_start,omitempty"`
-	TargetUtilization *float64 `json:"target_utilization,omitempty"`
-	Window            string   `json:"window,omitempty"`
-	Cooldown          string   `json:"cooldown,omitempty"`
-	IdleTimeout       string   `json:"idle_timeout,omitempty"`
-	MaxConcurrent     *int     `json:"max_concurrent,omitempty"`
+	hook.Declaration
+	Secret *string `json:"secret,omitempty"`
 }
 
 // Setting is one key the client reads.
@@ -182,8 +176,7 @@ func (c *Config) set(key, v, where string) error {
 	}
 	switch key {
 	case "server.url", "services.0.target":
-		u, err := url.Parse(v)
-		if err != nil || !u.IsAbs() || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil {
+		if _, ok := hook.ParseHTTPURL(v); !ok {
 			return bad("an absolute http(s) URL without credentials, such as http://127.0.0.1:3000")
 		}
 		if key == "server.url" {
@@ -249,9 +242,8 @@ func (c *Config) set(key, v, where string) error {
 			c.Resilience = b
 		}
 	case "fallback":
-		u, err := url.Parse(v)
-		if err != nil || !u.IsAbs() || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-			return bad("an absolute http(s) URL, such as https://status.example.com")
+		if _, ok := hook.ParseHTTPURL(v); !ok {
+			return bad("an absolute http(s) URL without credentials, such as https://status.example.com")
 		}
 		c.Fallback = v
 	case "scaling.url":
