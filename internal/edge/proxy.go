@@ -55,7 +55,14 @@ type Proxy struct {
 	buffers *bufferPool
 }
 
+// targetKey carries, to the reverse proxy's hooks, where a request goes.
 type targetKey struct{}
+
+type proxied struct {
+	c    *Client
+	rt   route
+	host string
+}
 
 // bufferPool lends 32 KiB copy buffers to the reverse proxy.
 type bufferPool struct{ p sync.Pool }
@@ -91,15 +98,21 @@ func NewProxy(o Options) *Proxy {
 		Transport:  transport,
 		BufferPool: bp,
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			c := pr.In.Context().Value(targetKey{}).(*Client)
-			pr.SetURL(c.Target())
+			pr.SetURL(pr.In.Context().Value(targetKey{}).(*proxied).c.Target())
 			pr.SetXForwarded()
 			pr.Out.Header.Del(ProbeHeader) // only the edge's probes carry it
 			pr.Out.Host = pr.In.Host       // the client serves the hostname it registered for
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			o.Log.Warn("edge: upstream failed", "host", r.Host, "err", err)
-			http.Error(w, "the client serving this hostname failed to answer", http.StatusBadGateway)
+			px := r.Context().Value(targetKey{}).(*proxied)
+			if r.Context().Err() != nil {
+				return // the visitor left
+			}
+			o.Log.Warn("edge: upstream failed", "host", px.host, "err", err)
+			if rec, ok := w.(*recorder); ok {
+				rec.overflow = true // whatever is served now is not an answer to keep
+			}
+			p.fallThrough(w, r, px.rt, http.StatusBadGateway, fmt.Sprintf("the client serving %s failed to answer", px.host))
 		},
 	}
 	return p
@@ -244,7 +257,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, host string, expir
 		out = rec
 	}
 	if !c.state().direct || r.Header.Get("Upgrade") != "" {
-		p.rp.ServeHTTP(out, r.WithContext(context.WithValue(r.Context(), targetKey{}, c)))
+		p.rp.ServeHTTP(out, r.WithContext(context.WithValue(r.Context(), targetKey{}, &proxied{c: c, rt: rt, host: host})))
 	} else if wrote, err := p.roundTrip(out, r, c); err != nil {
 		if !wrote {
 			if r.Context().Err() == nil {

@@ -285,3 +285,32 @@ func TestDirectPathStreams(t *testing.T) {
 		next <- struct{}{}
 	}
 }
+
+// A client that fails before answering sends the visitor down the same
+// chain as a spent budget, on both paths: here, the fallback redirect.
+func TestUpstreamFailureFallsThrough(t *testing.T) {
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadURL, _ := url.Parse(dead.URL)
+	dead.Close()
+	pools := NewPools(time.Hour, 100)
+	pools.Heartbeat("app.test", "c", ClientInfo{Target: deadURL, State: Active, ProbeOK: true}, HostSettings{Fallback: "https://status.example.com/"}, time.Now())
+	edge := httptest.NewServer(NewProxy(Options{Pools: pools, Hooks: noHooks{}}))
+	defer edge.Close()
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, upgrade := range []bool{false, true} { // the direct path, then the reverse proxy's
+		req, _ := http.NewRequest("GET", edge.URL+"/", nil)
+		req.Host = "app.test"
+		if upgrade {
+			req.Header.Set("Connection", "Upgrade")
+			req.Header.Set("Upgrade", "websocket")
+		}
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 302 || resp.Header.Get("Location") != "https://status.example.com/" {
+			t.Fatalf("upgrade=%v: %d %v", upgrade, resp.StatusCode, resp.Header)
+		}
+	}
+}

@@ -115,3 +115,27 @@ func TestLoadErrorsNameTheField(t *testing.T) {
 		}
 	}
 }
+
+// FuzzLoad feeds aperio.yaml text and one variable to the client's loader:
+// it never panics, and a setting it accepts is usable.
+func FuzzLoad(f *testing.F) {
+	f.Add(sampleFile, "APERIO_SCALING_MAX", "3")
+	f.Add("services:\n  - {hostname: a.localhost, target: http://127.0.0.1:1}\n", "APERIO_IDLE_TIMEOUT", "5m")
+	f.Add("scaling: {min: x}\n", "APERIO_PRIORITY", "-1")
+	f.Add("server: {token: ${A}${B}}\n", "APERIO_FALLBACK", "javascript:alert(1)")
+	f.Fuzz(func(t *testing.T, file, name, value string) {
+		cf, err := config.ParseFile("aperio.yaml", []byte(file))
+		if err != nil {
+			return
+		}
+		env := map[string]string{"APERIO_SERVER_TOKEN": "k", "APERIO_HOSTNAME": "a.localhost", "APERIO_TARGET": "http://127.0.0.1:1", name: value}
+		c, src, err := Load(cf, func(k string) string { return env[k] })
+		if err != nil {
+			return
+		}
+		if c.Hostname == "" || c.Target == "" || c.Token == "" || c.HeartbeatInterval < time.Second || c.MaxConcurrent < 0 || c.Priority < 0 || c.Priority > 100 {
+			t.Fatalf("accepted an unusable config: %+v", c)
+		}
+		_ = c.Describe(src)
+	})
+}
