@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -50,7 +51,7 @@ type Options struct {
 // Proxy routes requests by Host to the hostname's clients.
 type Proxy struct {
 	o       Options
-	slots   chan struct{}
+	slots   *Limiter // the global request slots: a FIFO line, one atomic operation while nobody waits
 	rp      *httputil.ReverseProxy
 	buffers *bufferPool
 }
@@ -93,7 +94,7 @@ func NewProxy(o Options) *Proxy {
 		ForceAttemptHTTP2:   false,
 	}
 	bp := &bufferPool{p: sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}}
-	p := &Proxy{o: o, slots: make(chan struct{}, o.GlobalSlots), buffers: bp}
+	p := &Proxy{o: o, slots: NewLimiter(o.GlobalSlots, math.MaxInt), buffers: bp}
 	p.rp = &httputil.ReverseProxy{
 		Transport:  transport,
 		BufferPool: bp,
@@ -167,15 +168,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, host string, expires, heldSince time.Time) {
 	// The global limit queues arrivals rather than refusing them: the line
 	// moves as requests finish or are held.
-	select {
-	case p.slots <- struct{}{}:
-	case <-r.Context().Done():
-		return
+	if p.slots.Acquire(r.Context()) != nil {
+		return // the visitor left while in line
 	}
 	slot := true
 	defer func() {
 		if slot {
-			<-p.slots
+			p.slots.Release()
 		}
 	}()
 	rt := p.o.Pools.route(host, p.o.Clock.Now())
@@ -200,7 +199,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, host string, expir
 		}
 		// A held request gives its slot back: a hundred visitors waiting
 		// for one sleeping hostname must not starve the others.
-		<-p.slots
+		p.slots.Release()
 		slot = false
 		if parkable(w, r) {
 			switch p.parkRequest(w, r, host, expires, heldSince, hk.Budget) {
@@ -234,12 +233,10 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, host string, expir
 		}
 		// Woken: take a slot back, waiting for one if need be (the burst
 		// that a cold start releases is served as slots free up).
-		select {
-		case p.slots <- struct{}{}:
-			slot = true
-		case <-r.Context().Done():
+		if p.slots.Acquire(r.Context()) != nil {
 			return
 		}
+		slot = true
 		rt = p.o.Pools.route(host, p.o.Clock.Now())
 	}
 	c := rt.client
