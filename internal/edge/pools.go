@@ -53,11 +53,6 @@ type HostSettings struct {
 	Owned bool
 }
 
-// Allows reports whether a visitor at addr may reach the hostname.
-func (h *HostSettings) Allows(addr netip.Addr) bool {
-	return AllowedBy(h.AllowedIPs, addr)
-}
-
 // AllowedBy reports whether addr is inside one of prefixes; no prefixes
 // allow everyone.
 func AllowedBy(prefixes []netip.Prefix, addr netip.Addr) bool {
@@ -108,8 +103,11 @@ func (c *Client) publish() {
 
 func (c *Client) state() *clientState { return c.st.Load() }
 
-func (st *clientState) routable(c *Client, now time.Time, ttl time.Duration) bool {
-	return now.Sub(st.seen) <= ttl && st.info.State == Active && st.info.ProbeOK && st.info.Target != nil && !c.probeFailed.Load()
+// live is the one rule of a client taking work: a fresh heartbeat, active,
+// its probe passing. Routing also needs a target; capacity does not (a
+// client may serve elsewhere and report its own inflight).
+func (st *clientState) live(c *Client, now time.Time, ttl time.Duration) bool {
+	return now.Sub(st.seen) <= ttl && st.info.State == Active && st.info.ProbeOK && !c.probeFailed.Load()
 }
 
 // Target is where the client serves.
@@ -139,9 +137,7 @@ func (c *Client) setTarget(u *url.URL) {
 	c.direct = u.Scheme == "http"
 }
 
-func (c *Client) routable(now time.Time, ttl time.Duration) bool {
-	return now.Sub(c.seen) <= ttl && c.info.State == Active && c.info.ProbeOK && !c.probeFailed.Load()
-}
+func (c *Client) live(now time.Time, ttl time.Duration) bool { return c.state().live(c, now, ttl) }
 
 // Pools is every hostname's live pool.
 type Pools struct {
@@ -202,6 +198,9 @@ func (p *Pools) host(name string) *hostPool {
 func (p *Pools) Heartbeat(host, id string, info ClientInfo, settings HostSettings, now time.Time) {
 	h := p.host(host)
 	h.mu.Lock()
+	// Hostnames without a hook are never sampled: their heartbeats are
+	// where clients that went away are forgotten.
+	h.forgetExpiredLocked(now, p.TTL)
 	var woken []*parked
 	defer func() {
 		h.mu.Unlock()
@@ -272,7 +271,7 @@ func (h *hostPool) forgetExpiredLocked(now time.Time, ttl time.Duration) {
 // returns the parked requests to wake (outside the lock, which each of them
 // takes on its way to the client).
 func (h *hostPool) wakeIfRoutableLocked(c *Client, now time.Time, ttl time.Duration) []*parked {
-	if !c.routable(now, ttl) || c.info.Target == nil {
+	if !c.live(now, ttl) || c.info.Target == nil {
 		return nil
 	}
 	close(h.ready)
@@ -295,18 +294,6 @@ func wakeAll(list []*parked) {
 	for _, pk := range list {
 		pk.dispatch()
 	}
-}
-
-// Settings returns the hostname's settings and whether any client ever
-// heartbeated for it.
-func (p *Pools) Settings(host string) (HostSettings, bool) {
-	h := p.lookup(host)
-	if h == nil {
-		return HostSettings{}, false
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return *h.settings, h.settings.Owned
 }
 
 // route is where a request for a hostname goes now.
@@ -335,7 +322,7 @@ func (p *Pools) route(host string, now time.Time) route {
 	bestLoad := 0
 	for _, c := range v.clients {
 		st := c.state()
-		if !st.routable(c, now, p.TTL) {
+		if st.info.Target == nil || !st.live(c, now, p.TTL) {
 			continue
 		}
 		load := c.lim.InUse()
@@ -409,7 +396,7 @@ func (p *Pools) Sample(host string, now time.Time) hookengine.Sample {
 	h.forgetExpiredLocked(now, p.TTL)
 	s := hookengine.Sample{Waiting: h.held}
 	for _, c := range h.clients {
-		if !c.routable(now, p.TTL) {
+		if !c.live(now, p.TTL) {
 			continue
 		}
 		s.RoutableAnyTier++

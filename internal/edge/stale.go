@@ -54,13 +54,6 @@ func (s *staleCache) put(key string, a *staleAnswer) {
 	s.m[key] = a
 }
 
-// Len is the answers kept.
-func (s *staleCache) Len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.m)
-}
-
 // keepable reports whether the answer to r may be kept: a GET carrying no
 // credentials, since an answer personalised for one visitor must never be
 // served to another.
