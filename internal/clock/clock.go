@@ -121,3 +121,47 @@ func (f *Fake) Waiters() int {
 // Waiting is signalled when a waiter registers, so a test can wait for a loop
 // to go back to sleep before moving the clock again.
 func (f *Fake) Waiting() <-chan struct{} { return f.waiting }
+
+// Timer calls f once d after each Reset, unless stopped first. On the real
+// clock it is one time.Timer for its whole life, so a server can arm one per
+// request without allocating; on any other clock each Reset is an AfterFunc.
+// It is for one owner: Reset and Stop are not safe to call concurrently.
+type Timer struct {
+	c    Clock
+	f    func()
+	real *time.Timer
+	stop func() bool
+}
+
+// NewTimer returns a stopped Timer that will call f on c.
+func NewTimer(c Clock, f func()) *Timer {
+	t := &Timer{c: c, f: f}
+	if _, ok := c.(Real); ok {
+		t.real = time.AfterFunc(time.Hour, f)
+		t.real.Stop()
+	}
+	return t
+}
+
+// Reset arms the timer to fire d from now, replacing any earlier arming.
+func (t *Timer) Reset(d time.Duration) {
+	if t.real != nil {
+		t.real.Reset(d)
+		return
+	}
+	t.Stop()
+	t.stop = t.c.AfterFunc(d, t.f)
+}
+
+// Stop disarms the timer and reports whether that prevented a call.
+func (t *Timer) Stop() bool {
+	if t.real != nil {
+		return t.real.Stop()
+	}
+	if t.stop == nil {
+		return false
+	}
+	stop := t.stop
+	t.stop = nil
+	return stop()
+}

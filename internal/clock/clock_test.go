@@ -63,3 +63,54 @@ func TestFakeAfterFuncRunsOnceUnlessStopped(t *testing.T) {
 	default:
 	}
 }
+
+func TestTimerResetReplacesTheEarlierArming(t *testing.T) {
+	f := NewFake(time.Unix(0, 0))
+	fired := make(chan time.Time, 4)
+	tm := NewTimer(f, func() { fired <- f.Now() })
+	if tm.Stop() {
+		t.Fatal("a new timer is stopped: Stop reported true")
+	}
+	tm.Reset(time.Second)
+	tm.Reset(3 * time.Second) // the first arming is gone
+	f.Advance(2 * time.Second)
+	select {
+	case <-fired:
+		t.Fatal("fired at the replaced arming")
+	default:
+	}
+	f.Advance(time.Second)
+	if got := <-fired; !got.Equal(time.Unix(3, 0)) {
+		t.Fatalf("fired at %v", got)
+	}
+	tm.Reset(time.Second)
+	if !tm.Stop() {
+		t.Fatal("Stop of an armed timer reported false")
+	}
+	f.Advance(time.Hour)
+	select {
+	case <-fired:
+		t.Fatal("fired after Stop")
+	default:
+	}
+	if f.Waiters() != 0 {
+		t.Fatalf("%d waiters left", f.Waiters())
+	}
+}
+
+func TestTimerOnTheRealClockIsOneTimer(t *testing.T) {
+	fired := make(chan struct{}, 4)
+	tm := NewTimer(Real{}, func() { fired <- struct{}{} })
+	tm.Reset(time.Hour)
+	if !tm.Stop() {
+		t.Fatal("Stop of an armed timer reported false")
+	}
+	tm.Reset(time.Microsecond)
+	<-fired // fires after a Reset that follows a Stop
+	if tm.Stop() {
+		t.Fatal("Stop after the call reported true")
+	}
+	if n := testing.AllocsPerRun(100, func() { tm.Reset(time.Hour); tm.Stop() }); n != 0 {
+		t.Fatalf("Reset and Stop allocate %v times", n)
+	}
+}

@@ -1,10 +1,11 @@
-// Command prof runs the bare edge proxy (no API server) in front of one
+// Command prof runs the bare edge proxy (no API server, served by h1) in front of one
 // client at 127.0.0.1:18080 on 127.0.0.1:18082, for profiling it under wrk:
 // PROF=/tmp/cpu.prof writes a CPU profile of eight seconds and an allocation
 // profile beside it, then exits.
 package main
 
 import (
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/qodaperio/autoscale/internal/edge"
+	"github.com/qodaperio/autoscale/internal/h1"
 )
 
 type noHooks struct{}
@@ -42,5 +44,14 @@ func main() {
 			os.Exit(0)
 		}()
 	}
-	http.ListenAndServe("127.0.0.1:18082", p)
+	// NETHTTP=1 serves through net/http's server instead, for comparison.
+	if os.Getenv("NETHTTP") != "" {
+		http.ListenAndServe("127.0.0.1:18082", p)
+		return
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:18082")
+	if err != nil {
+		panic(err)
+	}
+	(&h1.Server{Handler: p}).Serve(ln)
 }
