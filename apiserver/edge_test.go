@@ -23,7 +23,7 @@ import (
 type edgeRig struct {
 	*harness
 	clk  *clock.Fake
-	edge *httptest.Server
+	edge string // the edge's base URL
 	rc   *receiver
 }
 
@@ -32,17 +32,19 @@ func newEdgeRig(t *testing.T, slots int) *edgeRig {
 	a.Scaling, a.ScalingAllowHTTP, a.ScalingAllowPrivate = true, true, true
 	clk := clock.NewFake(minuteStart)
 	h := newHarness(t, apiservertest.Options{Aperio: &a, Resolver: hookDNS{"hooks.test": "127.0.0.1"}, Clock: clk, EdgeSlots: slots})
-	e := httptest.NewServer(h.srv.Server.EdgeHandler())
-	t.Cleanup(e.Close)
+	edgeURL, err := h.srv.StartEdge()
+	if err != nil {
+		t.Fatal(err)
+	}
 	// Whatever happened, no request stays held past the test: spend every
 	// budget before the edge closes (cleanups run last-in first-out).
 	t.Cleanup(func() { clk.Advance(24 * time.Hour) })
-	return &edgeRig{harness: h, clk: clk, edge: e, rc: newReceiver(t)}
+	return &edgeRig{harness: h, clk: clk, edge: edgeURL, rc: newReceiver(t)}
 }
 
 // request sends one request for host through the edge.
 func (r *edgeRig) request(method, host, body string) (int, string) {
-	req, _ := http.NewRequest(method, r.edge.URL+"/path?q=1", strings.NewReader(body))
+	req, _ := http.NewRequest(method, r.edge+"/path?q=1", strings.NewReader(body))
 	req.Host = host
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -268,7 +270,7 @@ func (r *edgeRig) requestFrom(ip, method, host, uri string) (int, http.Header, s
 	tr := &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}).DialContext}
 	defer tr.CloseIdleConnections()
 	cl := &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	req, _ := http.NewRequest(method, r.edge.URL+uri, nil)
+	req, _ := http.NewRequest(method, r.edge+uri, nil)
 	req.Host = host
 	resp, err := cl.Do(req)
 	if err != nil {

@@ -6,6 +6,7 @@ package apiservertest
 import (
 	"context"
 	"log/slog"
+	"net"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/qodaperio/autoscale/internal/clock"
 	"github.com/qodaperio/autoscale/internal/config"
 	"github.com/qodaperio/autoscale/internal/fence"
+	"github.com/qodaperio/autoscale/internal/h1"
 	"github.com/qodaperio/autoscale/internal/nodes"
 	"github.com/qodaperio/autoscale/internal/store/sqlite"
 )
@@ -30,6 +32,7 @@ type Instance struct {
 	Server *apiserver.Server
 	Client *client.Client // authenticated with OperatorKey
 	http   *httptest.Server
+	edge   *h1.Server
 	dir    string
 	stop   context.CancelFunc
 	done   chan struct{}
@@ -99,8 +102,23 @@ func Start(o Options) (*Instance, error) {
 	return i, nil
 }
 
+// StartEdge serves the edge on loopback as autoscaled serve does (by h1),
+// until Close, and returns its base URL.
+func (i *Instance) StartEdge() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	i.edge = &h1.Server{Handler: i.Server.EdgeHandler()}
+	go i.edge.Serve(ln)
+	return "http://" + ln.Addr().String(), nil
+}
+
 // Close stops the server and removes its files.
 func (i *Instance) Close() {
+	if i.edge != nil {
+		i.edge.Close()
+	}
 	i.stop()
 	<-i.done
 	i.http.CloseClientConnections()

@@ -512,11 +512,11 @@ func TestShutdownGivesUpWhenItsContextEnds(t *testing.T) {
 
 func TestCountHosts(t *testing.T) {
 	for head, want := range map[string]int{
-		"GET / HTTP/1.1\r\nHost: a\r\n\r\n":                       1,
-		"GET / HTTP/1.1\r\nhost: a\r\nHOST: b\r\n\r\n":            2,
+		"GET / HTTP/1.1\r\nHost: a\r\n\r\n":                        1,
+		"GET / HTTP/1.1\r\nhost: a\r\nHOST: b\r\n\r\n":             2,
 		"GET / HTTP/1.1\r\nX-Host: a\r\n\r\nHost: in the body\r\n": 0,
-		"GET / HTTP/1.1\nHost: a\n\n":                             1,
-		"GET / HTTP/1.1\r\nHostile: a\r\n\r\n":                    0,
+		"GET / HTTP/1.1\nHost: a\n\n":                              1,
+		"GET / HTTP/1.1\r\nHostile: a\r\n\r\n":                     0,
 	} {
 		if got := countHosts([]byte(head)); got != want {
 			t.Errorf("countHosts(%q) = %d, want %d", head, got, want)

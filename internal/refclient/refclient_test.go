@@ -35,7 +35,7 @@ type world struct {
 	t     *testing.T
 	clk   *clock.Fake
 	inst  *apiservertest.Instance
-	edge  *httptest.Server
+	edge  string // the edge's base URL
 	calls chan map[string]string
 }
 
@@ -48,14 +48,16 @@ func newWorld(t *testing.T) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(inst.Close)
-	edge := httptest.NewServer(inst.Server.EdgeHandler())
-	t.Cleanup(edge.Close)
+	edge, err := inst.StartEdge()
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { clk.Advance(24 * time.Hour) }) // no hold outlives the test
 	return &world{t: t, clk: clk, inst: inst, edge: edge, calls: make(chan map[string]string, 16)}
 }
 
 func (w *world) get(host, path string) (int, string) {
-	req, _ := http.NewRequest("GET", w.edge.URL+path, nil)
+	req, _ := http.NewRequest("GET", w.edge+path, nil)
 	req.Host = host
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

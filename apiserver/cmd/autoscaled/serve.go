@@ -26,6 +26,7 @@ import (
 	"github.com/qodaperio/autoscale/apiserver"
 	"github.com/qodaperio/autoscale/internal/clock"
 	"github.com/qodaperio/autoscale/internal/config"
+	"github.com/qodaperio/autoscale/internal/h1"
 	"github.com/qodaperio/autoscale/internal/nodes"
 	"github.com/qodaperio/autoscale/internal/secretbox"
 	"github.com/qodaperio/autoscale/internal/store"
@@ -344,8 +345,10 @@ func serve(ctx context.Context, o *serveOptions, getenv func(string) string, out
 	if err != nil {
 		return fmt.Errorf("listen on %s (APERIO_EDGE_LISTEN_ADDR): %w", aperio.EdgeListenAddr, err)
 	}
-	edgeSrv := &http.Server{Handler: server.EdgeHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	// The edge is served by h1 rather than net/http: the same rules at
+	// about two thirds of the cost per proxied request (internal/h1).
+	edgeSrv := &h1.Server{Handler: server.EdgeHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
+		Log: log}
 	log.Info("edge listening", "addr", edgeLn.Addr().String())
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
