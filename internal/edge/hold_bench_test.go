@@ -52,7 +52,7 @@ func benchHold(b *testing.B, maxConcurrent int) {
 			woke = append(woke, t)
 			mu.Unlock()
 		}})
-		edge := httptest.NewServer(p)
+		edge := serveH1(b, p)
 		conns := make([]net.Conn, n)
 		// The last round's connections end asynchronously: wait for their
 		// goroutines to go before measuring.

@@ -36,7 +36,7 @@ func TestEdgeUnderConcurrentLoad(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
 	pools := NewPools(time.Hour, 10_000)
 	p := NewProxy(Options{Pools: pools, Hooks: armedFor("sleepy.test"), Clock: clk, GlobalSlots: 64})
-	edge := httptest.NewServer(p)
+	edge := serveH1(t, p)
 	defer edge.Close()
 	defer clk.Advance(2 * time.Hour) // on failure, release the held before closing
 	var served atomic.Int64

@@ -23,7 +23,7 @@ func TestParkedRequests(t *testing.T) {
 	clk := clock.NewFake(time.Unix(0, 0))
 	pools := NewPools(time.Hour, 100)
 	p := NewProxy(Options{Pools: pools, Hooks: armedFor("sleepy.test"), Clock: clk})
-	edge := httptest.NewServer(p)
+	edge := serveH1(t, p)
 	defer edge.Close()
 	defer clk.Advance(2 * time.Hour)
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -21,7 +21,7 @@ type noHooks struct{}
 func (noHooks) Hook(string) HookInfo { return HookInfo{} }
 
 // rig is an edge in front of one client at target.
-func rig(t *testing.T, target string) (*Proxy, *httptest.Server, *Client) {
+func rig(t *testing.T, target string) (*Proxy, *frontDoor, *Client) {
 	t.Helper()
 	pools := NewPools(time.Hour, 100)
 	u, err := url.Parse(target)
@@ -30,13 +30,13 @@ func rig(t *testing.T, target string) (*Proxy, *httptest.Server, *Client) {
 	}
 	pools.Heartbeat("app.test", "c", ClientInfo{Target: u, State: Active, ProbeOK: true}, HostSettings{}, time.Now())
 	p := NewProxy(Options{Pools: pools, Hooks: noHooks{}})
-	edge := httptest.NewServer(p)
+	edge := serveH1(t, p)
 	t.Cleanup(edge.Close)
 	c, _ := pools.Pick("app.test", time.Now())
 	return p, edge, c
 }
 
-func send(t *testing.T, edge *httptest.Server, method, uri string, body io.Reader, hdr map[string]string) (*http.Response, string) {
+func send(t *testing.T, edge *frontDoor, method, uri string, body io.Reader, hdr map[string]string) (*http.Response, string) {
 	t.Helper()
 	req, _ := http.NewRequest(method, edge.URL+uri, body)
 	req.Host = "app.test"
@@ -224,7 +224,8 @@ func TestDirectPathRetriesAConnectionClosedWhileIdle(t *testing.T) {
 	}
 }
 
-// A visitor who leaves frees the client's permit at once, even while the
+// A visitor who leaves frees the client's permit as soon as the front door
+// notices (h1 watches a request once it has run 20 ms), even while the
 // client has not answered.
 func TestDirectPathVisitorLeaving(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
@@ -294,7 +295,7 @@ func TestUpstreamFailureFallsThrough(t *testing.T) {
 	dead.Close()
 	pools := NewPools(time.Hour, 100)
 	pools.Heartbeat("app.test", "c", ClientInfo{Target: deadURL, State: Active, ProbeOK: true}, HostSettings{Fallback: "https://status.example.com/"}, time.Now())
-	edge := httptest.NewServer(NewProxy(Options{Pools: pools, Hooks: noHooks{}}))
+	edge := serveH1(t, NewProxy(Options{Pools: pools, Hooks: noHooks{}}))
 	defer edge.Close()
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	for _, upgrade := range []bool{false, true} { // the direct path, then the reverse proxy's
