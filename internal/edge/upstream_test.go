@@ -315,3 +315,50 @@ func TestUpstreamFailureFallsThrough(t *testing.T) {
 		}
 	}
 }
+
+// An upgrade (a WebSocket, say) goes through: the 101 reaches the visitor,
+// and then bytes flow both ways over the connection the front door handed
+// over.
+func TestUpgradeIsTunnelled(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") != "echo" {
+			http.Error(w, "upgrade expected", 400)
+			return
+		}
+		nc, rw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+		rw.Flush()
+		for {
+			line, err := rw.ReadString('\n')
+			if err != nil {
+				return
+			}
+			rw.WriteString("echo: " + line)
+			rw.Flush()
+		}
+	}))
+	defer backend.Close()
+	_, edge, _ := rig(t, backend.URL)
+	nc, err := net.Dial("tcp", edge.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(nc, "GET /ws HTTP/1.1\r\nHost: app.test\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+	br := bufio.NewReader(nc)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != 101 {
+		t.Fatalf("upgrade answer: %v %v", resp, err)
+	}
+	for _, msg := range []string{"one\n", "two\n"} {
+		io.WriteString(nc, msg)
+		if got, err := br.ReadString('\n'); got != "echo: "+msg {
+			t.Fatalf("through the tunnel: %q, %v", got, err)
+		}
+	}
+}
