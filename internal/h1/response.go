@@ -75,8 +75,8 @@ func (w *response) WriteHeader(code int) {
 func (w *response) interim(code int) {
 	w.headMu.Lock()
 	defer w.headMu.Unlock()
-	if w.headSent {
-		return
+	if w.headSent || !w.req.ProtoAtLeast(1, 1) {
+		return // an HTTP/1.0 visitor would not know what to make of it
 	}
 	bw := w.c.bw
 	writeStatusLine(bw, code)

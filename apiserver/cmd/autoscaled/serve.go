@@ -345,8 +345,8 @@ func serve(ctx context.Context, o *serveOptions, getenv func(string) string, out
 	if err != nil {
 		return fmt.Errorf("listen on %s (APERIO_EDGE_LISTEN_ADDR): %w", aperio.EdgeListenAddr, err)
 	}
-	// The edge is served by h1 rather than net/http: the same rules at
-	// about two thirds of the cost per proxied request (internal/h1).
+	// The edge is served by h1 rather than net/http: the same rules with
+	// less work around each proxied request (see internal/h1 for why).
 	edgeSrv := &h1.Server{Handler: server.EdgeHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
 		Log: log}
 	log.Info("edge listening", "addr", edgeLn.Addr().String())
