@@ -80,8 +80,9 @@ type Server struct {
 	// WatchAfter is how long a request runs before its connection is
 	// watched for the visitor hanging up (which cancels its context).
 	WatchAfter time.Duration
-	// Clock drives WatchAfter and accept backoff; connection deadlines
-	// are the wall clock's.
+	// Clock drives WatchAfter, the timeout sweep and accept backoff. Only
+	// the bounded reads and writes of a connection that is ending (reading
+	// away an unread body, a refusal) use wall-clock deadlines.
 	Clock clock.Clock
 	Log   *slog.Logger
 
@@ -416,7 +417,11 @@ func (c *conn) reject(err error) {
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed), isTimeout(err):
 		// The visitor went away, or stalled; there is no one to tell.
 	default:
-		c.plainError(http.StatusBadRequest, "malformed request: "+err.Error())
+		msg := err.Error() // it may quote the visitor's line: not all of it
+		if len(msg) > 200 {
+			msg = msg[:200] + "..."
+		}
+		c.plainError(http.StatusBadRequest, "malformed request: "+msg)
 	}
 }
 
@@ -499,9 +504,9 @@ func (c *conn) serveRequest(req *http.Request) (keep bool) {
 	req = req.WithContext(ctx)
 	req.RemoteAddr = c.remote
 	w := &response{c: c, req: req, header: http.Header{}, declared: -1}
+	_, expect := req.Header["Expect"] // checked: 100-continue, which is this server's business
+	delete(req.Header, "Expect")
 	if req.Body != nil && req.Body != http.NoBody {
-		_, expect := req.Header["Expect"]
-		req.Header.Del("Expect")
 		w.body = &requestBody{rc: req.Body, w: w, expect: expect, length: req.ContentLength}
 		req.Body = w.body
 	}
