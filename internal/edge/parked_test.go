@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -42,9 +41,7 @@ func TestParkedRequests(t *testing.T) {
 	}
 	get := send("GET /a?b=1 HTTP/1.1\r\nHost: sleepy.test\r\n\r\n")
 	head := send("HEAD /h HTTP/1.1\r\nHost: sleepy.test\r\n\r\n")
-	for pools.Held("sleepy.test") < 2 {
-		runtime.Gosched()
-	}
+	waitFor(t, "two held requests", func() bool { return pools.Held("sleepy.test") == 2 })
 	u, _ := url.Parse(backend.URL)
 	pools.Heartbeat("sleepy.test", "c", ClientInfo{Target: u, State: Active, ProbeOK: true}, HostSettings{}, clk.Now())
 	resp, err := http.ReadResponse(get, nil)
@@ -69,14 +66,12 @@ func TestParkedRequests(t *testing.T) {
 		t.Fatalf("a HEAD answer carried a body: %q", rest)
 	}
 
-	late := send("GET /late HTTP/1.1\r\nHost: sleepy.test\r\n\r\n")
+	// The client drains first: a request that arrived before would be
+	// served, not held.
 	pools.Heartbeat("sleepy.test", "c", ClientInfo{Target: u, State: Draining, ProbeOK: true}, HostSettings{}, clk.Now())
-	for pools.Held("sleepy.test") < 1 {
-		runtime.Gosched()
-	}
-	for clk.Waiters() == 0 {
-		runtime.Gosched()
-	}
+	late := send("GET /late HTTP/1.1\r\nHost: sleepy.test\r\n\r\n")
+	waitFor(t, "the late request held", func() bool { return pools.Held("sleepy.test") == 1 })
+	waitFor(t, "its budget timer", func() bool { return clk.Waiters() > 0 })
 	clk.Advance(time.Hour)
 	resp, err = http.ReadResponse(late, nil)
 	if err != nil {

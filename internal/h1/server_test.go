@@ -383,7 +383,7 @@ func TestAVisitorWhoLeavesIsNoticedOnceTheRequestRunsWatchAfter(t *testing.T) {
 		t.Fatalf("cancelled (%v) before the watch was due", err)
 	default:
 	}
-	waitFor(t, "the watch timer", func() bool { return r.clk.Waiters() > 0 })
+	// The handler runs, so its watch timer is set (beside the sweep's).
 	r.clk.Advance(DefaultWatchAfter)
 	if err := <-ended; !errors.Is(err, context.Canceled) {
 		t.Fatalf("context ended with %v", err)
@@ -391,11 +391,12 @@ func TestAVisitorWhoLeavesIsNoticedOnceTheRequestRunsWatchAfter(t *testing.T) {
 }
 
 func TestTheWatchKeepsAPipelinedRequest(t *testing.T) {
-	release := make(chan struct{})
+	started, release := make(chan struct{}), make(chan struct{})
 	var mu sync.Mutex
 	var seen []string
 	r := newRig(t, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.URL.Path == "/slow" {
+			close(started)
 			<-release
 			if err := req.Context().Err(); err != nil {
 				panic("cancelled though the visitor stayed: " + err.Error())
@@ -408,9 +409,10 @@ func TestTheWatchKeepsAPipelinedRequest(t *testing.T) {
 	}))
 	c := r.dial()
 	c.send(get("/slow"))
-	waitFor(t, "the watch timer", func() bool { return r.clk.Waiters() > 0 })
+	<-started
 	r.clk.Advance(DefaultWatchAfter) // the watch reads the connection now
-	c.send(get("/len"))              // and gets the start of this one
+	waitFor(t, "the watch", func() bool { return r.watching(1) })
+	c.send(get("/len")) // and gets the start of this one
 	close(release)
 	if resp, _ := c.answer("GET"); resp.StatusCode != 404 {
 		t.Fatalf("/slow answered %d", resp.StatusCode)
@@ -418,6 +420,47 @@ func TestTheWatchKeepsAPipelinedRequest(t *testing.T) {
 	if _, body := c.answer("GET"); body != "fixed" {
 		t.Fatalf("the pipelined request was mangled: %q", body)
 	}
+}
+
+// phases counts the server's connections by phase.
+func (r *rig) phases() map[int64]int {
+	r.srv.mu.Lock()
+	defer r.srv.mu.Unlock()
+	n := map[int64]int{}
+	for c := range r.srv.conns {
+		n[c.state.Load()&phaseMask]++
+	}
+	return n
+}
+
+// watching reports whether n connections have their watch running.
+func (r *rig) watching(n int) bool {
+	r.srv.mu.Lock()
+	defer r.srv.mu.Unlock()
+	for c := range r.srv.conns {
+		c.cr.mu.Lock()
+		if c.cr.watching {
+			n--
+		}
+		c.cr.mu.Unlock()
+	}
+	return n == 0
+}
+
+// settle waits until the connections are in the given phases and only the
+// sweep waits on the clock (no request's watch timer is set), so that the
+// sweep's steps count from a known state.
+func (r *rig) settle(want map[int64]int) {
+	r.t.Helper()
+	waitFor(r.t, fmt.Sprintf("connections in phases %v", want), func() bool {
+		got := r.phases()
+		for ph, n := range want {
+			if got[ph] != n {
+				return false
+			}
+		}
+		return len(got) == len(want) && r.clk.Waiters() == 1
+	})
 }
 
 // sweep moves the fake clock on by d in the sweep's steps, letting the
@@ -441,6 +484,7 @@ func TestSlowHeadsAndIdleConnectionsAreClosed(t *testing.T) {
 	kept.send(get("/len"))
 	kept.answer("GET")
 
+	r.settle(map[int64]int{phaseHead: 1, phaseIdle: 1})
 	r.sweep(r.srv.ReadHeaderTimeout + time.Second)
 	if !slow.closed() {
 		t.Fatal("a head sent too slowly kept its connection")
@@ -449,6 +493,7 @@ func TestSlowHeadsAndIdleConnectionsAreClosed(t *testing.T) {
 	if _, body := kept.answer("GET"); body != "fixed" {
 		t.Fatalf("kept: %q", body)
 	}
+	r.settle(map[int64]int{phaseIdle: 1})
 	r.sweep(r.srv.IdleTimeout + time.Second)
 	if !kept.closed() {
 		t.Fatal("an idle connection outlived IdleTimeout")
