@@ -5,9 +5,10 @@ import (
 	"context"
 	"net"
 	"net/http"
-	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/qodaperio/autoscale/internal/h1"
 )
 
 // A held request without a body is parked rather than held on its
@@ -104,25 +105,12 @@ func (w *parkedWriter) WriteHeader(code int) {
 	w.bw = writerPool.Get().(*bufio.Writer)
 	w.bw.Reset(w.conn)
 	w.noBody = w.head || code == http.StatusNoContent || code == http.StatusNotModified || code < 200
-	w.bw.WriteString("HTTP/1.1 ")
-	w.bw.WriteString(strconv.Itoa(code))
-	w.bw.WriteByte(' ')
-	w.bw.WriteString(http.StatusText(code))
-	w.bw.WriteString("\r\n")
 	if w.header.Get("Date") == "" {
 		w.header.Set("Date", time.Now().UTC().Format(http.TimeFormat))
 	}
 	w.header.Del("Transfer-Encoding")
 	w.header.Set("Connection", "close")
-	for k, vv := range w.header {
-		if len(k) > len(http.TrailerPrefix) && k[:len(http.TrailerPrefix)] == http.TrailerPrefix {
-			continue // trailers do not fit a close-delimited answer; dropped
-		}
-		for _, v := range vv {
-			writeHeaderLine(w.bw, k, v)
-		}
-	}
-	w.bw.WriteString("\r\n")
+	h1.WriteHead(w.bw, code, w.header) // trailers do not fit a close-delimited answer: left out
 }
 
 func (w *parkedWriter) Write(b []byte) (int, error) {

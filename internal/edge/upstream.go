@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/qodaperio/autoscale/internal/h1"
 )
 
 // The direct path: plain HTTP/1.1 to a client, the round trip done on the
@@ -197,17 +199,17 @@ func writeRequestHead(bw *bufio.Writer, r *http.Request, basePath string, bodyLe
 			continue
 		}
 		for _, v := range vv {
-			writeHeaderLine(bw, k, v)
+			h1.WriteHeaderLine(bw, k, v)
 		}
 	}
 	if ip := remoteIP(r.RemoteAddr); ip != "" {
-		writeHeaderLine(bw, "X-Forwarded-For", ip)
+		h1.WriteHeaderLine(bw, "X-Forwarded-For", ip)
 	}
-	writeHeaderLine(bw, "X-Forwarded-Host", r.Host)
+	h1.WriteHeaderLine(bw, "X-Forwarded-Host", r.Host)
 	if r.TLS != nil {
-		writeHeaderLine(bw, "X-Forwarded-Proto", "https")
+		h1.WriteHeaderLine(bw, "X-Forwarded-Proto", "https")
 	} else {
-		writeHeaderLine(bw, "X-Forwarded-Proto", "http")
+		h1.WriteHeaderLine(bw, "X-Forwarded-Proto", "http")
 	}
 	switch {
 	case bodyLen > 0:
@@ -227,18 +229,6 @@ func remoteIP(addr string) string {
 		return ""
 	}
 	return strings.TrimSuffix(strings.TrimPrefix(addr[:i], "["), "]")
-}
-
-func writeHeaderLine(bw *bufio.Writer, k, v string) {
-	bw.WriteString(k)
-	bw.WriteString(": ")
-	// The server's parser already refused CR and LF in values; a value
-	// that still carries one is cut there rather than forwarded split.
-	if i := strings.IndexAny(v, "\r\n"); i >= 0 {
-		v = v[:i]
-	}
-	bw.WriteString(v)
-	bw.WriteString("\r\n")
 }
 
 func contains(list []string, s string) bool {

@@ -79,9 +79,7 @@ func (w *response) interim(code int) {
 		return // an HTTP/1.0 visitor would not know what to make of it
 	}
 	bw := w.c.bw
-	writeStatusLine(bw, code)
-	writeHeaderLines(bw, w.header)
-	bw.WriteString("\r\n")
+	WriteHead(bw, code, w.header)
 	if err := bw.Flush(); err != nil {
 		w.failed = err
 	}
@@ -203,9 +201,7 @@ func (w *response) sendHead(final bool) error {
 		h["Date"] = []string{httpDate(time.Now())}
 	}
 	bw := w.c.bw
-	writeStatusLine(bw, w.status)
-	writeHeaderLines(bw, h)
-	_, err := bw.WriteString("\r\n")
+	_, err := WriteHead(bw, w.status, h)
 	if len(w.held) > 0 && err == nil {
 		held := w.held
 		w.held = nil
@@ -250,21 +246,27 @@ func writeStatusLine(bw *bufio.Writer, code int) {
 	bw.WriteString("\r\n")
 }
 
-// writeHeaderLines writes h, leaving out trailers (they go after a chunked
-// body) and names that are not tokens, and turning line breaks in values
-// into spaces so that no value can start a header of its own.
-func writeHeaderLines(bw *bufio.Writer, h http.Header) {
+// WriteHead writes an answer's status line and headers and the blank line
+// after them: HTTP/1.1, h without its trailers (they go after a chunked
+// body) and without names that are not tokens, each value by
+// WriteHeaderLine. The edge answers parked requests with it too.
+func WriteHead(bw *bufio.Writer, code int, h http.Header) (int, error) {
+	writeStatusLine(bw, code)
 	for k, vv := range h {
 		if strings.HasPrefix(k, http.TrailerPrefix) || !httpguts.ValidHeaderFieldName(k) {
 			continue
 		}
 		for _, v := range vv {
-			writeHeaderLine(bw, k, v)
+			WriteHeaderLine(bw, k, v)
 		}
 	}
+	return bw.WriteString("\r\n")
 }
 
-func writeHeaderLine(bw *bufio.Writer, k, v string) {
+// WriteHeaderLine writes one header line, trimmed, with any line break or
+// NUL in the value turned into a space, so that no value can start a
+// header (or a message) of its own.
+func WriteHeaderLine(bw *bufio.Writer, k, v string) {
 	bw.WriteString(k)
 	bw.WriteString(": ")
 	v = textproto.TrimString(v)
@@ -286,7 +288,7 @@ func (w *response) writeTrailers(bw *bufio.Writer) {
 	for k, vv := range w.header {
 		if name, ok := strings.CutPrefix(k, http.TrailerPrefix); ok && httpguts.ValidHeaderFieldName(name) {
 			for _, v := range vv {
-				writeHeaderLine(bw, name, v)
+				WriteHeaderLine(bw, name, v)
 			}
 		}
 	}
@@ -297,7 +299,7 @@ func (w *response) writeTrailers(bw *bufio.Writer) {
 				continue
 			}
 			for _, v := range w.header[name] {
-				writeHeaderLine(bw, name, v)
+				WriteHeaderLine(bw, name, v)
 			}
 		}
 	}
