@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +17,7 @@ import (
 	"github.com/qodaperio/autoscale/internal/api"
 	"github.com/qodaperio/autoscale/internal/clock"
 	"github.com/qodaperio/autoscale/internal/config"
+	"github.com/qodaperio/autoscale/internal/testwait"
 )
 
 type edgeRig struct {
@@ -100,13 +100,7 @@ func TestEdgeRoutesByHostPrimaryFirst(t *testing.T) {
 // waitHeld yields until n requests are held for host.
 func (r *edgeRig) waitHeld(host string, n int) {
 	r.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for r.srv.Server.HeldRequests(host) < n {
-		if time.Now().After(deadline) {
-			r.t.Fatalf("%d of %d requests held", r.srv.Server.HeldRequests(host), n)
-		}
-		runtime.Gosched()
-	}
+	testwait.For(r.t, fmt.Sprintf("%d requests held for %s", n, host), func() bool { return r.srv.Server.HeldRequests(host) >= n })
 }
 
 // A burst of 200 requests to a sleeping hostname makes one hook call; all
@@ -246,10 +240,7 @@ func TestEdgeLimiterIsTheLiveInflight(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); r.request("GET", "app.example.com", "") }()
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for entered.Load() < 2 && time.Now().Before(deadline) {
-		runtime.Gosched()
-	}
+	testwait.For(t, "two requests at the client", func() bool { return entered.Load() >= 2 })
 	s := r.srv.Server.PoolSample("app.example.com")
 	if s.Inflight != 2 || s.Capacity != 2 || s.Current != 1 {
 		t.Fatalf("sample %+v, want 2 in flight of capacity 2", s)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/qodaperio/autoscale/internal/clock"
+	"github.com/qodaperio/autoscale/internal/testwait"
 )
 
 // A held request without a body is parked: its connection taken over from
@@ -41,7 +42,7 @@ func TestParkedRequests(t *testing.T) {
 	}
 	get := send("GET /a?b=1 HTTP/1.1\r\nHost: sleepy.test\r\n\r\n")
 	head := send("HEAD /h HTTP/1.1\r\nHost: sleepy.test\r\n\r\n")
-	waitFor(t, "two held requests", func() bool { return pools.Held("sleepy.test") == 2 })
+	testwait.For(t, "two held requests", func() bool { return pools.Held("sleepy.test") == 2 })
 	u, _ := url.Parse(backend.URL)
 	pools.Heartbeat("sleepy.test", "c", ClientInfo{Target: u, State: Active, ProbeOK: true}, HostSettings{}, clk.Now())
 	resp, err := http.ReadResponse(get, nil)
@@ -70,8 +71,8 @@ func TestParkedRequests(t *testing.T) {
 	// served, not held.
 	pools.Heartbeat("sleepy.test", "c", ClientInfo{Target: u, State: Draining, ProbeOK: true}, HostSettings{}, clk.Now())
 	late := send("GET /late HTTP/1.1\r\nHost: sleepy.test\r\n\r\n")
-	waitFor(t, "the late request held", func() bool { return pools.Held("sleepy.test") == 1 })
-	waitFor(t, "its budget timer", func() bool { return clk.Waiters() > 0 })
+	testwait.For(t, "the late request held", func() bool { return pools.Held("sleepy.test") == 1 })
+	testwait.For(t, "its budget timer", func() bool { return clk.Waiters() > 0 })
 	clk.Advance(time.Hour)
 	resp, err = http.ReadResponse(late, nil)
 	if err != nil {

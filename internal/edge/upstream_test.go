@@ -9,11 +9,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/qodaperio/autoscale/internal/testwait"
 )
 
 type noHooks struct{}
@@ -247,13 +248,7 @@ func TestDirectPathVisitorLeaving(t *testing.T) {
 	}
 	cancel()
 	<-errc
-	deadline := time.Now().Add(10 * time.Second)
-	for c.Limiter().InUse() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the permit of a visitor who left was never released")
-		}
-		runtime.Gosched()
-	}
+	testwait.For(t, "the permit of the visitor who left to be released", func() bool { return c.Limiter().InUse() == 0 })
 }
 
 // A stream of unknown length reaches the visitor piece by piece.

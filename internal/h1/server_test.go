@@ -8,13 +8,13 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/qodaperio/autoscale/internal/clock"
+	"github.com/qodaperio/autoscale/internal/testwait"
 )
 
 // rig is a Server on loopback with a fake clock (which drives the watch and
@@ -355,18 +355,6 @@ func TestHijackHandsTheConnectionOver(t *testing.T) {
 	}
 }
 
-// waitFor polls cond, yielding, until it holds or a second passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		runtime.Gosched()
-	}
-}
-
 func TestAVisitorWhoLeavesIsNoticedOnceTheRequestRunsWatchAfter(t *testing.T) {
 	started, ended := make(chan struct{}), make(chan error, 1)
 	r := newRig(t, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
@@ -411,7 +399,7 @@ func TestTheWatchKeepsAPipelinedRequest(t *testing.T) {
 	c.send(get("/slow"))
 	<-started
 	r.clk.Advance(DefaultWatchAfter) // the watch reads the connection now
-	waitFor(t, "the watch", func() bool { return r.watching(1) })
+	testwait.For(t, "the watch", func() bool { return r.watching(1) })
 	c.send(get("/len")) // and gets the start of this one
 	close(release)
 	if resp, _ := c.answer("GET"); resp.StatusCode != 404 {
@@ -452,7 +440,7 @@ func (r *rig) watching(n int) bool {
 // sweep's steps count from a known state.
 func (r *rig) settle(want map[int64]int) {
 	r.t.Helper()
-	waitFor(r.t, fmt.Sprintf("connections in phases %v", want), func() bool {
+	testwait.For(r.t, fmt.Sprintf("connections in phases %v", want), func() bool {
 		got := r.phases()
 		for ph, n := range want {
 			if got[ph] != n {
@@ -469,10 +457,10 @@ func (r *rig) sweep(d time.Duration) {
 	r.t.Helper()
 	every := r.srv.sweepEvery()
 	for moved := time.Duration(0); moved < d; moved += every {
-		waitFor(r.t, "the sweep", func() bool { return r.clk.Waiters() > 0 })
+		testwait.For(r.t, "the sweep", func() bool { return r.clk.Waiters() > 0 })
 		r.clk.Advance(every)
 	}
-	waitFor(r.t, "the sweep", func() bool { return r.clk.Waiters() > 0 })
+	testwait.For(r.t, "the sweep", func() bool { return r.clk.Waiters() > 0 })
 }
 
 func TestSlowHeadsAndIdleConnectionsAreClosed(t *testing.T) {

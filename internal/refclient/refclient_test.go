@@ -20,6 +20,7 @@ import (
 	"github.com/qodaperio/autoscale/internal/config"
 	"github.com/qodaperio/autoscale/internal/refclient"
 	"github.com/qodaperio/autoscale/internal/store"
+	"github.com/qodaperio/autoscale/internal/testwait"
 )
 
 type loopbackDNS struct{}
@@ -68,16 +69,10 @@ func (w *world) get(host, path string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// until yields until cond holds, failing after ten seconds of real time.
+// until yields until cond holds (testwait.For).
 func (w *world) until(what string, cond func() bool) {
 	w.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			w.t.Fatalf("timed out waiting for %s", what)
-		}
-		runtime.Gosched()
-	}
+	testwait.For(w.t, what, cond)
 }
 
 // tick moves the fake clock one second once the client waits on it.
