@@ -16,10 +16,16 @@ const Bound = 10 * time.Second
 // Bound; what names the awaited thing in that failure.
 func For(tb testing.TB, what string, cond func() bool) {
 	tb.Helper()
-	deadline := time.Now().Add(Bound)
+	within(tb, Bound, what, cond)
+}
+
+func within(tb testing.TB, bound time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(bound)
 	for !cond() {
 		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %v waiting for %s", Bound, what)
+			tb.Fatalf("timed out after %v waiting for %s", bound, what)
+			return
 		}
 		runtime.Gosched()
 	}

@@ -1,8 +1,11 @@
 package testwait
 
 import (
+	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func TestForReturnsOnceTheConditionHolds(t *testing.T) {
@@ -13,7 +16,28 @@ func TestForReturnsOnceTheConditionHolds(t *testing.T) {
 		}
 	}()
 	For(t, "a thousand", func() bool { return n.Load() == 1000 })
-	if n.Load() != 1000 {
-		t.Fatalf("returned at %d", n.Load())
+}
+
+// recorder is a testing.TB that keeps what Fatalf says.
+type recorder struct {
+	testing.TB
+	failed string
+}
+
+func (r *recorder) Helper() {}
+func (r *recorder) Fatalf(format string, args ...any) {
+	r.failed = fmt.Sprintf(format, args...)
+}
+
+func TestAConditionThatNeverHoldsFailsTheTestByName(t *testing.T) {
+	r := &recorder{TB: t}
+	within(r, time.Millisecond, "the moon", func() bool { return false })
+	if !strings.Contains(r.failed, "waiting for the moon") {
+		t.Fatalf("failure said %q", r.failed)
+	}
+	r.failed = ""
+	within(r, time.Millisecond, "nothing", func() bool { return true })
+	if r.failed != "" {
+		t.Fatalf("a holding condition failed: %q", r.failed)
 	}
 }
