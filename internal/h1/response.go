@@ -189,7 +189,7 @@ func (w *response) sendHead(final bool) error {
 		// The request body is not all read. Up to maxUnreadBody of it is
 		// read away after the answer; beyond that, or of unknown length,
 		// or never asked for (a 100-continue not sent), the connection ends.
-		if b.expect && !b.continued.Load() || b.length < 0 || b.length-b.read.Load() > maxUnreadBody {
+		if b.expect && !b.continued.Load() || b.broken.Load() || b.length < 0 || b.length-b.read.Load() > maxUnreadBody {
 			w.closeAfter = true
 		}
 	}
@@ -369,6 +369,7 @@ func (w *response) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		}
 	}
 	c.cr.endRequest()
+	c.nc.SetReadDeadline(time.Time{}) // a body's, if one was being read
 	w.hijacked = true
 	c.hijacked = true
 	return c.nc, bufio.NewReadWriter(c.br, c.bw), nil
@@ -389,6 +390,7 @@ type requestBody struct {
 	eof       atomic.Bool
 	continued atomic.Bool
 	closed    atomic.Bool
+	broken    atomic.Bool // a read failed: the rest cannot be found
 }
 
 func (b *requestBody) done() bool {
@@ -413,11 +415,20 @@ func (b *requestBody) Read(p []byte) (int, error) {
 		}
 		w.headMu.Unlock()
 	}
+	c := b.w.c
+	// A visitor who stops sending the body it announced ends the request
+	// after BodyTimeout, rather than holding the handler (and the permit
+	// it holds) forever.
+	c.nc.SetReadDeadline(time.Now().Add(c.srv.BodyTimeout))
 	n, err := b.rc.Read(p)
 	b.read.Add(int64(n))
+	if err != nil && err != io.EOF {
+		b.broken.Store(true) // a timeout, a malformed chunk: the connection is out of step
+	}
 	if err == io.EOF || (err == nil && b.length >= 0 && b.read.Load() >= b.length) {
 		if !b.eof.Swap(true) {
-			b.w.c.cr.bodyRead()
+			c.nc.SetReadDeadline(time.Time{}) // before the watch may read
+			c.cr.bodyRead()
 		}
 	}
 	return n, err
@@ -431,7 +442,7 @@ func (b *requestBody) Close() error {
 // drain reads away what the handler left of the body, up to maxUnreadBody,
 // and reports whether the connection can go on.
 func (b *requestBody) drain(c *conn) bool {
-	if b.expect && !b.continued.Load() {
+	if b.expect && !b.continued.Load() || b.broken.Load() {
 		return false
 	}
 	c.nc.SetReadDeadline(time.Now().Add(c.srv.ReadHeaderTimeout))

@@ -25,7 +25,8 @@
 // Flush, a bounded request head (431), a missing or doubled Host (400),
 // invalid header names and values (400), unread request bodies drained up
 // to 256 KiB (beyond that the connection closes), read-header and idle
-// timeouts, and a graceful Shutdown. What it does not: HTTP/2 (505), TLS,
+// timeouts, a graceful Shutdown, and (as nginx's client_body_timeout) a
+// bound on how long a visitor may go silent in the middle of a body. What it does not: HTTP/2 (505), TLS,
 // content sniffing (an answer without a Content-Type goes out without one,
 // as a proxy's should), and keep-alive for HTTP/1.0 visitors (their
 // connection closes after each answer).
@@ -60,6 +61,7 @@ const (
 	DefaultIdleTimeout       = 120 * time.Second
 	DefaultMaxHeaderBytes    = 64 << 10
 	DefaultWatchAfter        = 20 * time.Millisecond
+	DefaultBodyTimeout       = 60 * time.Second
 
 	// maxUnreadBody is how much of a request body the handler left unread
 	// is read away so that the connection can carry the next request.
@@ -77,6 +79,9 @@ type Server struct {
 	// MaxHeaderBytes bounds a request's line and headers together; a
 	// larger head gets 431.
 	MaxHeaderBytes int
+	// BodyTimeout bounds each wait for more of a request body the
+	// handler is reading; a visitor silent for longer fails that read.
+	BodyTimeout time.Duration
 	// WatchAfter is how long a request runs before its connection is
 	// watched for the visitor hanging up (which cancels its context).
 	WatchAfter time.Duration
@@ -122,6 +127,9 @@ func (s *Server) init() {
 	}
 	if s.MaxHeaderBytes <= 0 {
 		s.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if s.BodyTimeout <= 0 {
+		s.BodyTimeout = DefaultBodyTimeout
 	}
 	if s.WatchAfter <= 0 {
 		s.WatchAfter = DefaultWatchAfter

@@ -26,7 +26,10 @@ type rig struct {
 	ln  net.Listener
 }
 
-func newRig(t *testing.T, h http.Handler) *rig {
+func newRig(t *testing.T, h http.Handler) *rig { return newRigWith(t, h, nil) }
+
+// newRigWith is newRig with the server's fields adjusted by set first.
+func newRigWith(t *testing.T, h http.Handler, set func(*Server)) *rig {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -34,6 +37,9 @@ func newRig(t *testing.T, h http.Handler) *rig {
 	}
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
 	s := &Server{Handler: h, Clock: clk, ReadHeaderTimeout: 4 * time.Second, IdleTimeout: 8 * time.Second}
+	if set != nil {
+		set(s)
+	}
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ln) }()
 	t.Cleanup(func() {
@@ -554,5 +560,26 @@ func TestCountHosts(t *testing.T) {
 		if got := countHosts([]byte(head)); got != want {
 			t.Errorf("countHosts(%q) = %d, want %d", head, got, want)
 		}
+	}
+}
+
+func TestAVisitorSilentInTheMiddleOfABodyFailsTheRead(t *testing.T) {
+	got := make(chan error, 1)
+	r := newRigWith(t, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, err := io.ReadAll(req.Body)
+		if len(b) != 3 {
+			err = fmt.Errorf("read %q before the silence", b)
+		}
+		got <- err
+		http.Error(w, "body incomplete", http.StatusBadRequest)
+	}), func(s *Server) { s.BodyTimeout = 50 * time.Millisecond })
+	c := r.dial()
+	c.send("POST /upload HTTP/1.1\r\nHost: example.test\r\nContent-Length: 10\r\n\r\nabc") // and then nothing
+	var ne net.Error
+	if err := <-got; !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("the handler's read ended with %v, want a timeout", err)
+	}
+	if resp, _ := c.answer("POST"); resp.StatusCode != 400 || !resp.Close {
+		t.Fatalf("answer %d, close %v", resp.StatusCode, resp.Close)
 	}
 }
