@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -299,7 +300,16 @@ func (p *Proxy) exchange(ctx context.Context, w http.ResponseWriter, r *http.Req
 			return false, false, err
 		}
 		bodyDone = make(chan error, 1)
-		go func() { bodyDone <- writeBody(u.bw, r.Body, bodyLen) }()
+		go func() {
+			err := writeBody(u.bw, r.Body, bodyLen)
+			if errors.Is(err, errVisitorBody) {
+				// The visitor's body broke off (it hung up, or went
+				// silent past the front door's body timeout): the client
+				// would wait for the rest forever, so the exchange ends.
+				u.SetDeadline(time.Unix(1, 0))
+			}
+			bodyDone <- err
+		}()
 	} else if err := u.bw.Flush(); err != nil {
 		return false, reused && idempotent(r.Method), err
 	}
@@ -352,27 +362,49 @@ func idempotent(method string) bool {
 
 // writeBody sends the request body: exactly bodyLen bytes, or chunked when
 // the length is unknown.
+// A failure on the visitor's side is marked with errVisitorBody.
 func writeBody(bw *bufio.Writer, body io.Reader, bodyLen int64) error {
+	src := &sourceReader{r: body}
 	var err error
 	if bodyLen > 0 {
 		var n int64
-		n, err = io.Copy(bw, io.LimitReader(body, bodyLen))
+		n, err = io.Copy(bw, io.LimitReader(src, bodyLen))
 		if err == nil && n < bodyLen {
-			err = io.ErrUnexpectedEOF
+			src.err = io.ErrUnexpectedEOF
 		}
 	} else {
 		cw := httputil.NewChunkedWriter(bw)
-		if _, err = io.Copy(cw, body); err == nil {
+		if _, err = io.Copy(cw, src); err == nil {
 			err = cw.Close()
 		}
 		if err == nil {
 			_, err = bw.WriteString("\r\n")
 		}
 	}
+	if src.err != nil {
+		return fmt.Errorf("%w: %w", errVisitorBody, src.err)
+	}
 	if err == nil {
 		err = bw.Flush()
 	}
 	return err
+}
+
+var errVisitorBody = errors.New("the visitor's request body broke off")
+
+// sourceReader keeps the error its reader gave, so that a failed copy can
+// tell the visitor's side from the client's.
+type sourceReader struct {
+	r   io.Reader
+	err error
+}
+
+func (s *sourceReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && err != io.EOF {
+		s.err = err
+	}
+	return n, err
 }
 
 // copyBody copies the answer's body to w, flushing each piece when stream.

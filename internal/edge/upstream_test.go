@@ -357,3 +357,31 @@ func TestUpgradeIsTunnelled(t *testing.T) {
 		}
 	}
 }
+
+// A visitor whose body breaks off (here it hangs up halfway) ends the
+// exchange: the client is not left waiting for the rest.
+func TestABrokenOffBodyEndsTheExchange(t *testing.T) {
+	backendErr := make(chan error, 1)
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, err := io.ReadAll(r.Body)
+		backendErr <- err
+	}))
+	defer backend.Close()
+	_, edge, c := rig(t, backend.URL)
+	nc, err := net.Dial("tcp", edge.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(nc, "POST /upload HTTP/1.1\r\nHost: app.test\r\nContent-Length: 10\r\n\r\nabc")
+	testwait.For(t, "the request at the client", func() bool { return c.Limiter().InUse() == 1 })
+	nc.Close()
+	select {
+	case err := <-backendErr:
+		if err == nil {
+			t.Fatal("the client read a whole body the visitor never sent")
+		}
+	case <-time.After(testwait.Bound):
+		t.Fatal("the client is still waiting for the rest of the body")
+	}
+	testwait.For(t, "the permit released", func() bool { return c.Limiter().InUse() == 0 })
+}
